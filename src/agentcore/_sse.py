@@ -1,0 +1,123 @@
+"""Incremental server-sent events decoder (WHATWG HTML, "Interpreting an event stream").
+
+Theory of operation
+-------------------
+Bytes arrive in arbitrary pieces. They pass through an incremental UTF-8 decoder (invalid
+sequences become U+FFFD, a sequence split across pieces is completed by the next piece), then
+are cut into lines at CRLF, lone LF or lone CR. A CR that ends one piece may be the first half
+of a CRLF: we end the line at once and remember to swallow a LF that starts the next piece, so
+the same bytes give the same lines however they are split. One BOM is dropped at the very
+start of the stream only.
+
+Each line is a field (``name: value``, one leading space of the value dropped), a comment
+(starts with ``:``) or empty. ``data`` lines accumulate; ``event`` sets the type of the event
+being built; ``id`` sets the last event id (kept across events); ``retry`` with only digits
+sets the reconnection time. An empty line dispatches the event being built if it has data
+(``data`` lines joined with LF, type ``message`` by default) and resets the data and type. At
+the end of the stream an event that was not terminated by an empty line is discarded.
+
+The decoder is a pure value machine: :meth:`SSEDecoder.feed` returns the events completed by
+the piece, :meth:`SSEDecoder.finish` ends the stream. Feeding a stream whole, byte by byte or
+in any other split yields the same events.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+
+import attrs
+
+__all__ = ["SSEDecoder", "SSEEvent"]
+
+_EOL = re.compile(r"\r\n|\r|\n")
+
+
+@attrs.frozen
+class SSEEvent:
+    """One dispatched event."""
+
+    event: str = "message"
+    data: str = ""
+    id: str = ""
+    """The last event id in force when the event was dispatched."""
+
+
+class SSEDecoder:
+    """Turns byte pieces of an event stream into :class:`SSEEvent` values."""
+
+    __slots__ = ("_buf", "_data", "_event", "_last_id", "_skip_lf", "_started", "_utf8", "retry")
+
+    def __init__(self) -> None:
+        self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+        self._buf = ""
+        self._skip_lf = False
+        self._started = False
+        self._data: list[str] = []
+        self._event = ""
+        self._last_id = ""
+        self.retry: int | None = None
+        """Reconnection time in ms from the last valid ``retry`` field, if any."""
+
+    @property
+    def pending(self) -> bool:
+        """``True`` when an unterminated line or event is buffered."""
+        return bool(self._buf or self._data or self._event)
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        """Decode one piece of the stream; return the events it completed."""
+        return self._feed_text(self._utf8.decode(chunk))
+
+    def finish(self) -> list[SSEEvent]:
+        """End the stream. A pending, unterminated event is discarded (per the standard)."""
+        events = self._feed_text(self._utf8.decode(b"", final=True))
+        self._buf = ""
+        self._data.clear()
+        self._event = ""
+        return events
+
+    def _feed_text(self, text: str) -> list[SSEEvent]:
+        if not text:
+            return []
+        if not self._started:
+            self._started = True
+            if text[0] == "\ufeff":
+                text = text[1:]
+        if self._skip_lf:
+            self._skip_lf = False
+            if text.startswith("\n"):
+                text = text[1:]
+        buf = self._buf + text if self._buf else text
+        events: list[SSEEvent] = []
+        pos = 0
+        for match in _EOL.finditer(buf):
+            self._line(buf[pos : match.start()], events)
+            pos = match.end()
+        if pos and buf[pos - 1] == "\r" and pos == len(buf):
+            self._skip_lf = True
+        self._buf = buf[pos:]
+        return events
+
+    def _line(self, line: str, events: list[SSEEvent]) -> None:
+        if not line:
+            if self._data:
+                events.append(
+                    SSEEvent(self._event or "message", "\n".join(self._data), self._last_id)
+                )
+                self._data = []
+            self._event = ""
+            return
+        if line[0] == ":":
+            return
+        name, colon, value = line.partition(":")
+        if colon and value[:1] == " ":
+            value = value[1:]
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
+        elif name == "id":
+            if "\0" not in value:
+                self._last_id = value
+        elif name == "retry" and value.isascii() and value.isdigit():
+            self.retry = int(value)

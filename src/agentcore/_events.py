@@ -175,6 +175,7 @@ class AbortKind(enum.Enum):
     OUTPUT_INVALID = "output_invalid"  #: no valid output within ``max_output_retries``
     MAX_TURNS = "max_turns"  #: no answer even after the forced final turn
     CANCELLED = "cancelled"  #: ``CancelRequested``
+    INVALID_INPUT = "invalid_input"  #: the batch input did not fit the task (no run started)
 
 
 @attrs.frozen

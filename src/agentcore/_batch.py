@@ -1,0 +1,367 @@
+"""The batch layer: a task over many inputs, results in input or completion order.
+
+``run_batch`` and ``open_batch`` compile one agent loop per input (see :mod:`._task`), warm
+the shared prefix with one one-token request, and hand the loops to a driver. An input that
+does not fit the task fails on its own (``status="failed"``, ``AbortKind.INVALID_INPUT``);
+nothing an input, a tool or the model does fails the batch. ``map_reduce`` chains three tasks:
+a plan whose output lists items, one map agent per item, and a reduce agent over the answers.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import attrs
+import cattrs
+import orjson
+import trio
+
+from ._backends import backend as make_backend
+from ._codec import Backend
+from ._driver import Driver, Result, ResultStream, RunTimings, open_driver
+from ._errors import ConfigError
+from ._events import AbortKind, AbortReason, ModelResponded
+from ._loop import AgentLoop
+from ._messages import Usage
+from ._model_client import ModelClient
+from ._task import RenderError, Task, compile_job, prefix_call
+from ._tools import Tool
+
+__all__ = ["BatchStream", "MapReduceResult", "map_reduce", "open_batch", "run_batch", "warm_prefix"]
+
+
+def new_batch_id() -> str:
+    """A fresh batch id. Session ids derive from it, and servers (Dynamo) must not see a
+    finished session id again, so every batch gets its own."""
+    return "b" + secrets.token_hex(4)
+
+
+def _invalid_input(index: int, error: RenderError, now: float) -> Result:
+    return Result(
+        index=index,
+        status="failed",
+        output=None,
+        error=AbortReason(AbortKind.INVALID_INPUT, str(error)),
+        transcript=(),
+        usage=Usage(),
+        timings=RunTimings(now, now, 0.0, 0.0, 0.0, (), 0),
+        turns=0,
+    )
+
+
+class BatchStream:
+    """Results of a batch in completion order; iterate with ``async for``.
+
+    Each :class:`~agentcore.Result` carries its input's index. :meth:`cancel` ends every
+    remaining run promptly with a ``cancelled`` result, which the iteration still delivers.
+    """
+
+    def __init__(self, results: ResultStream, indices: list[int], early: deque[Result]) -> None:
+        self._results = results
+        self._indices = indices
+        self._early = early
+
+    def __aiter__(self) -> BatchStream:
+        return self
+
+    async def __anext__(self) -> Result:
+        if self._early:
+            return self._early.popleft()
+        try:
+            result = await self._results.__anext__()
+        except StopAsyncIteration:
+            if self._early:
+                return self._early.popleft()
+            raise
+        index = self._indices[result.index]
+        return result if index == result.index else attrs.evolve(result, index=index)
+
+    def cancel(self) -> None:
+        """End every remaining run promptly (each reports ``cancelled``)."""
+        self._results.cancel()
+
+
+def _loops(  # noqa: PLR0917 - private helper, called twice
+    task: Task,
+    inputs: Iterable[Any],
+    batch_id: str,
+    indices: list[int],
+    early: deque[Result],
+    parent_session_id: str | None,
+) -> Iterator[AgentLoop]:
+    # Consumed lazily by the driver, so a huge input list is never compiled all at once.
+    for index, value in enumerate(inputs):
+        try:
+            loop = compile_job(
+                task, value, run_id=f"{batch_id}-{index}", parent_session_id=parent_session_id
+            )
+        except RenderError as exc:
+            early.append(_invalid_input(index, exc, trio.current_time()))
+            continue
+        indices.append(index)
+        yield loop
+
+
+async def warm_prefix(driver: Driver, task: Task, *, batch_id: str) -> ModelResponded | None:
+    """Send the task's shared prefix once, as a one-token request, before the fan-out.
+
+    A prefix-caching server (vLLM, SGLang, Dynamo, sim://) then computes the prefix once
+    instead of once per concurrent job. Failure is harmless: the jobs simply start cold.
+
+    Returns:
+        The reply, or ``None`` if the request failed.
+    """
+    reply = await driver.call_model(prefix_call(task, run_id=f"{batch_id}-warm"))
+    return reply if isinstance(reply, ModelResponded) else None
+
+
+def _default_warm(
+    backend: str | Backend | ModelClient | None, model: str, options: Mapping[str, Any]
+) -> bool:
+    if isinstance(backend, Backend):
+        return backend.self_hosted
+    if isinstance(backend, str):
+        try:
+            return make_backend(backend, model=model or "warm-check", **options).self_hosted
+        except ConfigError:
+            return False
+    return False
+
+
+@asynccontextmanager
+async def _driver_for(
+    stack_tools: Sequence[Tool[..., Any]],
+    *,
+    driver: Driver | None,
+    backend: str | Backend | ModelClient | None,
+    model: str,
+    max_inflight: int,
+    driver_options: Mapping[str, Any],
+) -> AsyncIterator[Driver]:
+    if driver is not None:
+        if backend is not None or driver_options:
+            raise ConfigError("pass either driver= or backend options, not both")
+        yield driver
+        return
+    if backend is None:
+        raise ConfigError("a backend is needed: pass backend= (a URL such as 'sim://') or driver=")
+    async with open_driver(
+        backend, model=model, max_inflight=max_inflight, tools=stack_tools, **driver_options
+    ) as opened:
+        yield opened
+
+
+@asynccontextmanager
+async def open_batch(
+    task: Task,
+    inputs: Iterable[Any],
+    *,
+    backend: str | Backend | ModelClient | None = None,
+    model: str = "",
+    max_inflight: int = 32,
+    driver: Driver | None = None,
+    warm: bool | None = None,
+    batch_id: str | None = None,
+    timeout: float | None = None,
+    max_active: int | None = None,
+    **driver_options: Any,
+) -> AsyncIterator[BatchStream]:
+    """Run ``task`` over ``inputs``; results arrive in completion order.
+
+    ::
+
+        async with agentcore.open_batch(task, inputs, backend="sim://") as results:
+            async for result in results:
+                print(result.index, result.status, result.output)
+
+    Args:
+        task: what every agent does.
+        inputs: one value per agent (mappings fill the template's placeholders); consumed
+            lazily.
+        backend: a backend URL (``sim://``, ``vllm://host:port``...), a ``Backend`` or a model
+            client. Not needed when ``driver`` is given.
+        model: the model name.
+        max_inflight: inference slots (model requests in flight at once).
+        driver: an open driver to use instead of opening one (its tools must include the
+            task's).
+        warm: send the shared prefix once before the fan-out. ``None``: on for self-hosted
+            backends, off for hosted APIs and model clients.
+        batch_id: the prefix of run and session ids (default: a fresh random id).
+        timeout: seconds each agent may take.
+        max_active: agents in progress at once (bounds memory for huge batches).
+        **driver_options: passed to :func:`agentcore.open_driver`.
+
+    Yields:
+        A :class:`BatchStream`. Leaving the block early cancels what is still running.
+    """
+    batch_id = batch_id or new_batch_id()
+    indices: list[int] = []
+    early: deque[Result] = deque()
+    async with AsyncExitStack() as stack:
+        opened = await stack.enter_async_context(
+            _driver_for(
+                task.tools,
+                driver=driver,
+                backend=backend,
+                model=model,
+                max_inflight=max_inflight,
+                driver_options=driver_options,
+            )
+        )
+        if warm is None:
+            warm = driver is None and _default_warm(backend, model, driver_options)
+        if warm:
+            await warm_prefix(opened, task, batch_id=batch_id)
+        loops = _loops(task, inputs, batch_id, indices, early, None)
+        results = await stack.enter_async_context(
+            opened.stream(loops, timeout=timeout, max_active=max_active)
+        )
+        yield BatchStream(results, indices, early)
+
+
+async def run_batch(
+    task: Task,
+    inputs: Iterable[Any],
+    *,
+    backend: str | Backend | ModelClient | None = None,
+    model: str = "",
+    max_inflight: int = 32,
+    on_result: Callable[[Result], None] | None = None,
+    **options: Any,
+) -> list[Result]:
+    """Run ``task`` over ``inputs`` and return one :class:`~agentcore.Result` per input, in
+    input order. Takes the same options as :func:`open_batch`.
+
+    Args:
+        on_result: called with each result as it completes (for progress reporting).
+    """
+    collected: list[Result] = []
+    async with open_batch(
+        task, inputs, backend=backend, model=model, max_inflight=max_inflight, **options
+    ) as results:
+        async for result in results:
+            collected.append(result)
+            if on_result is not None:
+                on_result(result)
+    collected.sort(key=lambda r: r.index)
+    return collected
+
+
+@attrs.frozen
+class MapReduceResult:
+    """The three stages of :func:`map_reduce`. Unpacks as ``plan, answers, summary``."""
+
+    plan: Result
+    answers: tuple[Result, ...]
+    """One result per planned item, in plan order (failed ones included)."""
+    summary: Result | None
+    """The reduce agent's result; ``None`` when the plan failed."""
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.plan, self.answers, self.summary))
+
+
+def _default_items(output: Any) -> list[Any]:
+    """The items of a plan output: itself if it is a list, else its first list-valued field."""
+    if isinstance(output, list | tuple):
+        return list(output)
+    if attrs.has(type(output)):
+        for field in attrs.fields(type(output)):
+            value = getattr(output, field.name)
+            if isinstance(value, list | tuple):
+                return list(value)
+    raise ConfigError(
+        f"cannot find the items of a plan output of type {type(output).__name__}: "
+        "give map_reduce an items= function"
+    )
+
+
+_UNSTRUCTURE = cattrs.Converter()
+
+
+def _as_json_value(value: Any) -> Any:
+    return _UNSTRUCTURE.unstructure(value)
+
+
+async def map_reduce(
+    *,
+    plan: Task,
+    map: Task,
+    reduce: Task,
+    input: Any,
+    items: Callable[[Any], Iterable[Any]] | None = None,
+    backend: str | Backend | ModelClient | None = None,
+    model: str = "",
+    max_inflight: int = 32,
+    driver: Driver | None = None,
+    warm: bool | None = None,
+    batch_id: str | None = None,
+    timeout: float | None = None,
+    **driver_options: Any,
+) -> MapReduceResult:
+    """Plan, then map over the plan's items, then reduce the answers.
+
+    - ``plan`` runs once on ``input``; its output lists the items (``items(output)``, by
+      default the output itself when it is a list, else its first list-valued field).
+    - ``map`` runs once per item (an item that is a mapping fills the template's
+      placeholders, anything else fills ``{input}``); map agents carry the plan's session id
+      as their parent session.
+    - ``reduce`` runs once with ``{input}`` (the original input), ``{answers}`` (the JSON
+      list of successful map outputs) and ``{failed}`` (how many items failed).
+
+    A failed item never fails the whole: the reducer sees the answers that exist.
+
+    Returns:
+        ``MapReduceResult(plan, answers, summary)``; unpack it as a tuple.
+    """
+    batch_id = batch_id or new_batch_id()
+    tools: dict[str, Tool[..., Any]] = {}
+    for stage in (plan, map, reduce):
+        for t in stage.tools:
+            tools.setdefault(t.spec.name, t)
+    async with _driver_for(
+        list(tools.values()),
+        driver=driver,
+        backend=backend,
+        model=model,
+        max_inflight=max_inflight,
+        driver_options=driver_options,
+    ) as opened:
+        if warm is None:
+            warm = driver is None and _default_warm(backend, model, driver_options)
+        plan_results = await run_batch(
+            plan, [input], driver=opened, warm=False, batch_id=f"{batch_id}p", timeout=timeout
+        )
+        plan_result = plan_results[0]
+        if plan_result.status != "ok":
+            return MapReduceResult(plan_result, (), None)
+        planned = list((items or _default_items)(plan_result.output))
+        indices: list[int] = []
+        early: deque[Result] = deque()
+        if warm:
+            await warm_prefix(opened, map, batch_id=f"{batch_id}m")
+        answers: list[Result] = []
+        loops = _loops(map, planned, f"{batch_id}m", indices, early, f"{batch_id}p-0")
+        async with opened.stream(loops, timeout=timeout) as stream:
+            async for result in BatchStream(stream, indices, early):
+                answers.append(result)
+        answers.sort(key=lambda r: r.index)
+        ok = [_as_json_value(r.output) for r in answers if r.status == "ok"]
+        reduce_input = {
+            "input": input,
+            "answers": orjson.dumps(ok, option=orjson.OPT_INDENT_2).decode(),
+            "failed": sum(r.status != "ok" for r in answers),
+        }
+        reduced = await run_batch(
+            reduce,
+            [reduce_input],
+            driver=opened,
+            warm=False,
+            batch_id=f"{batch_id}r",
+            timeout=timeout,
+        )
+        return MapReduceResult(plan_result, tuple(answers), reduced[0])

@@ -1,0 +1,387 @@
+"""The ``agentcore`` command line: ``run``, ``demo`` and ``sim``.
+
+Exit codes (also in ``agentcore --help``):
+
+- 0: every input finished ``ok``;
+- 1: the batch finished, but some inputs failed or were cancelled (their lines say why);
+- 2: nothing was run: bad arguments, task file, input file or backend configuration;
+- 130: interrupted (Ctrl-C); every result finished before that is in the output file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+import trio
+
+from ._batch import _as_json_value, _default_warm, new_batch_id, open_batch
+from ._demo import demo_inputs, demo_task
+from ._driver import Result, open_driver
+from ._errors import ConfigError
+from ._serde import dumps
+from ._sim import SimConfig, run_sim_server
+from ._stats import DriverStatistics
+from ._task import Task
+from ._taskfile import TaskFileError, load_task
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+_EPILOG = """exit codes:
+  0    every input finished ok
+  1    the batch finished, but some inputs failed or were cancelled
+  2    nothing was run: bad arguments, task file, input file or backend
+  130  interrupted; results finished before that are in the output
+"""
+
+
+class InputFileError(ConfigError):
+    """An inputs file is unreadable or holds a line that is not JSON."""
+
+
+def read_inputs(path: Path) -> list[Any]:
+    """One input per non-blank line of a JSONL file (objects fill placeholders by name).
+
+    Raises:
+        InputFileError: naming every bad line (up to ten).
+    """
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    inputs: list[Any] = []
+    problems: list[str] = []
+    for number, line in enumerate(raw.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            inputs.append(orjson.loads(line))
+        except orjson.JSONDecodeError as exc:
+            problems.append(f"{path}:{number}: not valid JSON: {exc}")
+    if problems:
+        shown = problems[:10]
+        if len(problems) > 10:
+            shown.append(f"... and {len(problems) - 10} more bad lines")
+        raise InputFileError("\n".join(shown))
+    return inputs
+
+
+def finished_indices(path: Path) -> set[int]:
+    """Indices already in an output file; a torn last line (from a killed run) is cut off."""
+    if not path.exists():
+        return set()
+    data = path.read_bytes()
+    end = data.rfind(b"\n") + 1
+    if end < len(data):
+        with path.open("r+b") as f:
+            f.truncate(end)
+        data = data[:end]
+    done: set[int] = set()
+    for line in data.splitlines():
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("index"), int):
+            done.add(record["index"])
+    return done
+
+
+def result_record(result: Result, index: int, *, transcript: bool = False) -> dict[str, Any]:
+    """The JSON object written for one finished input."""
+    error = None
+    if result.error is not None:
+        error = {"kind": result.error.kind.value, "message": result.error.message}
+    record: dict[str, Any] = {
+        "index": index,
+        "status": result.status,
+        "output": _as_json_value(result.output),
+        "error": error,
+        "turns": result.turns,
+        "usage": {
+            "prompt_tokens": result.usage.prompt_tokens,
+            "completion_tokens": result.usage.completion_tokens,
+            "cached_tokens": result.usage.cached_tokens,
+        },
+        "timings": {
+            "wall": round(result.timings.wall, 6),
+            "model_time": round(result.timings.model_time, 6),
+            "tool_time": round(result.timings.tool_time, 6),
+            "slot_wait": round(result.timings.slot_wait, 6),
+        },
+    }
+    if transcript:
+        record["transcript"] = [orjson.loads(dumps(m)) for m in result.transcript]
+    return record
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None or math.isnan(value) else f"{1000 * value:.0f} ms"
+
+
+class _Progress:
+    """A one-line progress display on a terminal's stderr."""
+
+    def __init__(self, total: int, stream: IO[str], enabled: bool) -> None:
+        self.total = total
+        self.done = 0
+        self.failed = 0
+        self._stream = stream
+        self._enabled = enabled
+
+    def line(self, stats: DriverStatistics) -> str:
+        width = 24
+        filled = int(width * self.done / self.total) if self.total else width
+        running = max(0, self.total - self.done)
+        return (
+            f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} done"
+            f" · {self.failed} failed · {running} running"
+            f" · cached {_pct(stats.cached_ratio)}"
+            f" · tools {stats.tool_executions} run / {stats.tool_calls} calls"
+        )
+
+    def show(self, stats: DriverStatistics) -> None:
+        if self._enabled:
+            self._stream.write(self.line(stats))
+            self._stream.flush()
+
+    def close(self) -> None:
+        if self._enabled:
+            self._stream.write("\n")
+            self._stream.flush()
+
+
+def summary_table(stats: DriverStatistics, results: Sequence[Result]) -> str:
+    """The end-of-batch summary printed by ``run`` and ``demo``."""
+    turns = [r.turns for r in results]
+    rows = [
+        (
+            "agents",
+            f"{len(results)} ({stats.runs_ok} ok, {stats.runs_failed} failed, "
+            f"{stats.runs_cancelled} cancelled)",
+        ),
+        ("wall time", f"{stats.wall_time:.2f} s"),
+        ("model requests", f"{len(stats.requests)} ({stats.attempts} attempts)"),
+        ("turns per agent", f"{(sum(turns) / len(turns)) if turns else 0:.2f}"),
+        ("TTFT p50 / p95", f"{_ms(stats.ttft.p50)} / {_ms(stats.ttft.p95)}"),
+        ("latency p50 / p95", f"{_ms(stats.latency.p50)} / {_ms(stats.latency.p95)}"),
+        (
+            "prompt tokens",
+            f"{stats.prompt_tokens} ({stats.cached_tokens} cached, {_pct(stats.cached_ratio)})",
+        ),
+        ("completion tokens", str(stats.completion_tokens)),
+        (
+            "tool calls",
+            f"{stats.tool_calls} requested, {stats.tool_executions} executed "
+            f"(dedup {_pct(stats.dedup_ratio)})",
+        ),
+        ("slot utilisation", _pct(stats.slot_utilisation)),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"  {k.ljust(width)}  {v}" for k, v in rows)
+
+
+async def _execute(
+    task: Task,
+    inputs: Sequence[Any],
+    indices: Sequence[int],
+    *,
+    backend: str,
+    model: str,
+    max_inflight: int,
+    out: IO[bytes] | None,
+    transcripts: bool,
+    progress_enabled: bool,
+    driver_options: dict[str, Any],
+) -> tuple[list[Result], DriverStatistics]:
+    results: list[Result] = []
+    progress = _Progress(len(inputs), sys.stderr, progress_enabled)
+    warm = _default_warm(backend, model, driver_options)
+    async with open_driver(
+        backend, model=model, max_inflight=max_inflight, tools=task.tools, **driver_options
+    ) as driver:
+        async with trio.open_nursery() as nursery:
+            if progress_enabled:
+
+                async def refresh() -> None:
+                    while True:
+                        progress.show(driver.statistics())
+                        await trio.sleep(0.25)
+
+                nursery.start_soon(refresh)
+            async with open_batch(
+                task, inputs, driver=driver, warm=warm, batch_id=new_batch_id()
+            ) as stream:
+                async for result in stream:
+                    results.append(result)
+                    progress.done += 1
+                    progress.failed += result.status != "ok"
+                    if out is not None:
+                        record = result_record(
+                            result, indices[result.index], transcript=transcripts
+                        )
+                        out.write(orjson.dumps(record) + b"\n")
+                        out.flush()
+            nursery.cancel_scope.cancel()
+        stats = driver.statistics()
+    progress.show(stats)
+    progress.close()
+    return results, stats
+
+
+def _driver_options(args: argparse.Namespace) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    if args.stream is not None:
+        options["stream"] = args.stream
+    if getattr(args, "api_key_env", None):
+        key = os.environ.get(args.api_key_env)
+        if not key:
+            raise ConfigError(f"environment variable {args.api_key_env} is not set")
+        options["api_key"] = key
+    return options
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    task = load_task(args.task)
+    inputs = read_inputs(Path(args.inputs))
+    out_path = Path(args.output)
+    if out_path.exists() and out_path.stat().st_size and not (args.resume or args.force):
+        raise ConfigError(
+            f"{out_path} exists: pass --resume to continue it or --force to overwrite it"
+        )
+    done = finished_indices(out_path) if args.resume else set()
+    todo = [i for i in range(len(inputs)) if i not in done]
+    if args.resume:
+        print(f"resuming: {len(done)} of {len(inputs)} inputs already done", file=sys.stderr)
+    mode = "ab" if args.resume else "wb"
+    with out_path.open(mode) as out:
+        results, stats = trio.run(
+            lambda: _execute(
+                task,
+                [inputs[i] for i in todo],
+                todo,
+                backend=args.backend,
+                model=args.model,
+                max_inflight=args.max_inflight,
+                out=out,
+                transcripts=args.transcripts,
+                progress_enabled=sys.stderr.isatty() and not args.quiet,
+                driver_options=_driver_options(args),
+            )
+        )
+    if not args.quiet:
+        print(summary_table(stats, results), file=sys.stderr)
+    return EXIT_OK if all(r.status == "ok" for r in results) else EXIT_FAILED
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    task = demo_task()
+    inputs = demo_inputs(args.agents)
+    print(
+        f"agentcore demo: {args.agents} research agents on {args.backend} "
+        f"({args.max_inflight} inference slots)",
+        file=sys.stderr,
+    )
+    results, stats = trio.run(
+        lambda: _execute(
+            task,
+            inputs,
+            list(range(len(inputs))),
+            backend=args.backend,
+            model=args.model,
+            max_inflight=args.max_inflight,
+            out=None,
+            transcripts=False,
+            progress_enabled=sys.stderr.isatty(),
+            driver_options={"stream": True},
+        )
+    )
+    print(summary_table(stats, results))
+    example = next((r for r in results if r.status == "ok"), None)
+    if example is not None:
+        print(f"\nexample output (input {example.index}):")
+        print(orjson.dumps(_as_json_value(example.output), option=orjson.OPT_INDENT_2).decode())
+    return EXIT_OK if all(r.status == "ok" for r in results) else EXIT_FAILED
+
+
+def _cmd_sim(args: argparse.Namespace) -> int:
+    run_sim_server(args.host, args.port, SimConfig())
+    return EXIT_OK
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agentcore",
+        description="Run many tool-using LLM agents against one inference backend.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser(
+        "run",
+        help="run a task over a JSONL file of inputs",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument("task", help="the task file (TOML)")
+    run.add_argument("inputs", help="inputs, one JSON value per line")
+    run.add_argument("-o", "--output", required=True, help="results file (JSONL, appended)")
+    run.add_argument("--backend", default="sim://", help="backend URL (default: sim://)")
+    run.add_argument("--model", default="sim", help="model name sent to the backend")
+    run.add_argument("--max-inflight", type=int, default=32, help="inference slots")
+    run.add_argument("--resume", action="store_true", help="skip inputs already in the output")
+    run.add_argument("--force", action="store_true", help="overwrite an existing output")
+    run.add_argument("--transcripts", action="store_true", help="include transcripts")
+    run.add_argument("--api-key-env", help="environment variable holding the API key")
+    run.add_argument(
+        "--stream",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="stream replies (default: the backend's default)",
+    )
+    run.add_argument("-q", "--quiet", action="store_true", help="no progress or summary")
+    run.set_defaults(handler=_cmd_run)
+
+    demo = sub.add_parser("demo", help="run a demo batch on the embedded simulated backend")
+    demo.add_argument("--agents", type=int, default=200, help="number of agents (200)")
+    demo.add_argument("--max-inflight", type=int, default=32, help="inference slots (32)")
+    demo.add_argument("--backend", default="sim://", help="backend URL (default: sim://)")
+    demo.add_argument("--model", default="sim", help="model name")
+    demo.set_defaults(handler=_cmd_demo)
+
+    sim = sub.add_parser("sim", help="serve the simulated OpenAI-compatible backend")
+    sim.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
+    sim.add_argument("--port", type=int, default=8000, help="port (8000)")
+    sim.set_defaults(handler=_cmd_sim)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``agentcore`` console script; returns the exit code."""
+    args = _parser().parse_args(argv)
+    try:
+        code: int = args.handler(args)
+    except (TaskFileError, InputFileError, ConfigError) as exc:
+        print(f"agentcore: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("\nagentcore: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

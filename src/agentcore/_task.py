@@ -1,0 +1,180 @@
+"""Tasks and the task compiler: one :class:`Task` plus one input makes one agent loop.
+
+The compiler's job beyond filling the template is to keep the *shared prefix* byte-identical
+across every job of a batch, so a prefix-caching server computes it once:
+
+    [system prompt + output schema] [tool schemas] [template text before the first placeholder]
+    ------------------------------- shared by every job ------------------------------------
+    [per-input text ...]
+
+The system prompt, the tool list (in the task's order) and the template's literal head come
+first and never depend on the input; everything that does depend on the input comes after the
+first placeholder. :func:`prefix_call` builds the one-token request that warms that prefix.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from ._errors import ConfigError
+from ._events import CallModel
+from ._loop import AgentLoop, LoopConfig
+from ._messages import Message, ModelParams, SystemMessage, UserMessage
+from ._tools import Tool
+
+__all__ = ["RenderError", "Task", "compile_job", "prefix_call", "render_prompt"]
+
+
+class RenderError(ConfigError):
+    """An input does not fit the task's prompt template (a missing placeholder value...)."""
+
+
+def _tools_tuple(tools: Any) -> tuple[Tool[..., Any], ...]:
+    result = tuple(tools)
+    for item in result:
+        if not isinstance(item, Tool):
+            raise ConfigError(f"Task.tools must hold @agentcore.tool objects, got {item!r}")
+    return result
+
+
+def _check_template(instance: Task, attribute: attrs.Attribute[str], value: str) -> None:
+    try:
+        fields = list(string.Formatter().parse(value))
+    except ValueError as exc:
+        raise ConfigError(f"Task.prompt is not a valid template: {exc}") from None
+    for _, name, _, _ in fields:
+        if name is not None and not name.isidentifier():
+            raise ConfigError(
+                f"Task.prompt placeholder {{{name}}} must be a plain name "
+                "(write {{ and }} for literal braces)"
+            )
+
+
+@attrs.frozen
+class Task:
+    """What every agent of a batch does: prompts, tools, output type and budgets.
+
+    ``prompt`` is a template with ``{name}`` placeholders filled from each input (a mapping,
+    or any other value, which fills ``{input}``). Put the text shared by every input *before*
+    the first placeholder: it becomes part of the cached prefix. Literal braces are written
+    ``{{`` and ``}}``.
+
+    Example::
+
+        task = agentcore.Task(
+            system="You review Python files for bugs.",
+            prompt="Review this file:\\n\\n{source}",
+            tools=[read_file, grep],
+            output=BugReport,
+            max_turns=6,
+        )
+    """
+
+    prompt: str = attrs.field(validator=_check_template)
+    """The per-input user message template."""
+    system: str = ""
+    """The system prompt (shared by every job)."""
+    tools: tuple[Tool[..., Any], ...] = attrs.field(default=(), converter=_tools_tuple)
+    """Tools offered to the model, in this order."""
+    output: Any = None
+    """The output type (an attrs class, or any type the schema layer supports); ``None`` for
+    a text answer."""
+    max_turns: int = 6
+    max_tool_errors: int = 3
+    max_output_retries: int = 2
+    params: ModelParams = ModelParams()
+    """Sampling parameters of every request."""
+    expected_output_tokens: int | None = None
+    """Expected reply length, passed to the server as a hint."""
+    name: str = "task"
+    """A short name, used in run ids."""
+
+    def __attrs_post_init__(self) -> None:
+        # Validate the budgets and the output type once, with the loop's own checks.
+        self._config("check")
+
+    def _config(self, run_id: str, parent_session_id: str | None = None) -> LoopConfig:
+        return LoopConfig(
+            run_id=run_id,
+            tools=tuple(t.spec for t in self.tools),
+            output=self.output,
+            parent_session_id=parent_session_id,
+            max_turns=self.max_turns,
+            max_tool_errors=self.max_tool_errors,
+            max_output_retries=self.max_output_retries,
+            params=self.params,
+            expected_output_tokens=self.expected_output_tokens,
+        )
+
+    @property
+    def prefix_text(self) -> str:
+        """The template's literal text before the first placeholder (shared by every job)."""
+        head = []
+        for literal, name, _, _ in string.Formatter().parse(self.prompt):
+            head.append(literal)  # the formatter has already turned {{ into {
+            if name is not None:
+                break
+        return "".join(head)
+
+
+def render_prompt(task: Task, value: Any) -> str:
+    """Fill the task's template from one input.
+
+    Raises:
+        RenderError: the input lacks a placeholder's value.
+    """
+    fields: Mapping[str, Any] = value if isinstance(value, Mapping) else {"input": value}
+    try:
+        return task.prompt.format_map(fields)
+    except KeyError as exc:
+        raise RenderError(
+            f"input has no value for placeholder {{{exc.args[0]}}} "
+            f"(it has: {', '.join(sorted(map(str, fields))) or 'nothing'})"
+        ) from None
+    except (ValueError, IndexError, AttributeError) as exc:
+        raise RenderError(f"input does not fit the prompt template: {exc}") from None
+
+
+def _messages(task: Task, user_text: str) -> list[Message]:
+    messages: list[Message] = []
+    if task.system:
+        messages.append(SystemMessage(task.system))
+    messages.append(UserMessage(user_text))
+    return messages
+
+
+def compile_job(
+    task: Task,
+    value: Any,
+    *,
+    run_id: str,
+    parent_session_id: str | None = None,
+) -> AgentLoop:
+    """The agent loop for one input.
+
+    Raises:
+        RenderError: the input does not fit the template.
+    """
+    return AgentLoop(
+        task._config(run_id, parent_session_id), _messages(task, render_prompt(task, value))
+    )
+
+
+def prefix_call(task: Task, *, run_id: str) -> CallModel:
+    """A one-token request carrying exactly the task's shared prefix, to warm a prefix cache.
+
+    It is built by the same loop machinery as the real jobs, so the system prompt (with the
+    output schema) and the tool list are byte-identical to theirs. It is not marked ``final``:
+    a final request tells some servers (Dynamo) to evict the session's cache.
+    """
+    call = AgentLoop(task._config(run_id), _messages(task, task.prefix_text)).start()[0]
+    assert isinstance(call, CallModel)
+    return attrs.evolve(
+        call,
+        params=attrs.evolve(call.params, max_tokens=1),
+        hints=attrs.evolve(call.hints, final=False),
+    )

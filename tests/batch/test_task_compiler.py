@@ -1,0 +1,91 @@
+"""The task compiler: templates, the byte-identical shared prefix, and prefix warming."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+import agentcore
+from agentcore._task import RenderError, Task, compile_job, prefix_call, render_prompt
+
+
+@agentcore.tool
+def grep(pattern: str, path: str = ".") -> str:
+    """Search files.
+
+    Args:
+        pattern: regular expression.
+        path: where to search.
+    """
+    return f"{pattern} in {path}"
+
+
+@attrs.frozen
+class Report:
+    summary: str
+    bugs: int
+
+
+def _first_call(loop: agentcore.AgentLoop) -> agentcore.CallModel:
+    (call,) = loop.start()
+    assert isinstance(call, agentcore.CallModel)
+    return call
+
+
+TASK = Task(
+    system="You review code.",
+    prompt="Review this file carefully.\n\n{source}\n(from {path})",
+    tools=[grep],
+    output=Report,
+)
+
+
+def test_shared_prefix_is_byte_identical_across_jobs() -> None:
+    inputs = [{"source": "x = 1", "path": "a.py"}, {"source": "def f(): pass", "path": "b.py"}]
+    calls = [_first_call(compile_job(TASK, v, run_id=f"b-{i}")) for i, v in enumerate(inputs)]
+    codec = agentcore.backend("vllm://127.0.0.1:1", model="m").codec
+    bodies = [codec.encode(c).body for c in calls]
+    shared = TASK.prefix_text
+    # Everything up to the per-input text is the same bytes in every request body.
+    cut = [b.index(b"x = 1") if b"x = 1" in b else b.index(b"def f()") for b in bodies]
+    assert cut[0] == cut[1]
+    assert bodies[0][: cut[0]] == bodies[1][: cut[1]]
+    assert shared.encode() in bodies[0][: cut[0]].replace(b"\\n", b"\n")
+
+
+def test_prefix_text_is_the_template_head_with_braces_unescaped() -> None:
+    task = Task(prompt="Use {{json}} here: {value} then {other}")
+    assert task.prefix_text == "Use {json} here: "
+
+
+def test_prefix_call_carries_the_same_system_and_tools_as_the_jobs() -> None:
+    job = _first_call(compile_job(TASK, {"source": "s", "path": "p"}, run_id="b-0"))
+    warm = prefix_call(TASK, run_id="b-warm")
+    assert warm.messages[0] == job.messages[0]
+    assert warm.tools == job.tools
+    assert [t.parameters for t in warm.tools] == [t.parameters for t in job.tools]
+    assert warm.params.max_tokens == 1
+    assert warm.hints.final is False
+    user = warm.messages[-1]
+    assert isinstance(user, agentcore.UserMessage)
+    assert user.content == TASK.prefix_text
+
+
+def test_a_missing_placeholder_is_a_render_error_naming_it() -> None:
+    with pytest.raises(RenderError, match=r"\{path\}"):
+        render_prompt(TASK, {"source": "s"})
+
+
+def test_a_non_mapping_input_fills_the_input_placeholder() -> None:
+    assert render_prompt(Task(prompt="Q: {input}"), 42) == "Q: 42"
+
+
+def test_invalid_templates_and_budgets_are_config_errors() -> None:
+    with pytest.raises(agentcore.ConfigError):
+        Task(prompt="broken {")
+    with pytest.raises(agentcore.ConfigError):
+        Task(prompt="attribute {a.b}")
+    with pytest.raises(agentcore.ConfigError):
+        Task(prompt="x", max_turns=0)
+    with pytest.raises(agentcore.ConfigError):
+        Task(prompt="x", tools=["not a tool"])  # type: ignore[list-item]

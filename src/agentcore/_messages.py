@@ -7,7 +7,7 @@ the codecs and the driver.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -44,6 +44,14 @@ class ToolCall:
     """The arguments as raw JSON text."""
 
 
+def _calls_tuple(calls: Iterable[ToolCall]) -> tuple[ToolCall, ...]:
+    return tuple(calls)
+
+
+def _str_tuple(values: Iterable[str]) -> tuple[str, ...]:
+    return tuple(values)
+
+
 @attrs.frozen
 class SystemMessage:
     """A system prompt."""
@@ -63,7 +71,7 @@ class AssistantMessage:
     """A model turn: text, tool calls, or both."""
 
     content: str | None = None
-    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=tuple)
+    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=_calls_tuple)
 
 
 @attrs.frozen
@@ -155,7 +163,7 @@ class ModelParams:
     top_p: float | None = None
     tool_choice: str | None = None
     """``"auto"``, ``"none"`` or ``"required"``; ``None`` leaves it to the server."""
-    stop: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    stop: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
     seed: int | None = None
 
 

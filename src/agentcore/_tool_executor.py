@@ -1,0 +1,532 @@
+"""The trio tool executor: runs ``CallTool`` effects and answers ``ToolReturned``/``ToolFailed``.
+
+Theory of operation
+-------------------
+One executor serves every agent of a driver. ``call(effect)`` goes through these steps:
+
+1. *Lookup and validation.* An unknown tool name, or arguments the tool's validator rejects,
+   become ``ToolFailed`` at once (``unknown_tool`` / ``invalid_arguments``). Arguments are
+   validated here even if the loop validated them already: a ``CallTool`` may come from a
+   deserialised effect, and model-supplied input is untrusted wherever it comes from.
+2. *Cache* (tools declared ``cache=True`` only). A successful result stored for the same key
+   and not yet expired (``ttl``, in trio time) answers the call without running anything.
+   Failures are never cached.
+3. *Coalescing* (every tool unless ``coalesce=False``). The key is the tool name plus the
+   canonical JSON of the validated arguments. The pure :class:`SingleflightTable` decides
+   whether this call *leads* (it starts one shared execution as a task in the executor's
+   nursery) or *joins* an execution already in flight. Either way the caller then waits for
+   that execution's outcome, and every waiter gets the same result or the same error. When
+   the execution ends the key is forgotten: coalescing shares work that is in the air, it never
+   replays old results (that is what step 2 is for, and only where declared).
+   A waiter that is cancelled leaves the flight; the execution goes on for the others. When
+   the *last* waiter leaves, the execution is cancelled and its outcome is dropped. With
+   ``coalesce=False`` the execution runs in the caller's own task, once per call.
+4. *Limits*, per execution and in this order: the tool's ``max_concurrency`` slot (a
+   ``trio.CapacityLimiter``, FIFO), then a token from its rate limiter (a token bucket in trio
+   time, FIFO), then the ``timeout`` clock starts. Time spent queueing for a slot or a token
+   does not count against the timeout.
+5. *Running.* ``async def`` tools run in the execution's task. Plain functions run in a
+   worker thread (``trio.to_thread.run_sync``) bounded by one limiter shared by all sync
+   tools (``thread_limit``). A thread cannot be killed, so each thread is owned by a small
+   *keeper* task in the executor's nursery that waits for it uninterruptibly. When a sync
+   tool's caller gives up (timeout, or its last waiter was cancelled) the caller gets its
+   answer at once, the keeper is cancelled (a thread not yet started is then never started;
+   a running thread sees the cancellation through ``trio.from_thread.check_cancelled()`` if
+   it cares to look), and the thread's eventual result is dropped. The thread keeps its slot
+   of the thread limiter until it returns, so hung threads cannot pile up beyond
+   ``thread_limit``, and closing the executor waits for every thread it started: no thread
+   outlives the ``async with`` block. ``statistics()`` reports running and abandoned threads.
+6. *Outcome.* A return value becomes text (:func:`encode_result`); an ``Exception`` becomes
+   ``ToolError(type(exc).__name__, str(exc))``; a timeout becomes ``ToolError("timeout", ...)``.
+   ``BaseException`` (``trio.Cancelled``, ``KeyboardInterrupt``) is never caught, and a failing
+   tool never disturbs other executions or the executor.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any, final
+
+import attrs
+import cattrs
+import trio
+
+from ._errors import ConfigError
+from ._events import CallTool, ToolError, ToolFailed, ToolReturned
+from ._schema import ValidationFailed
+from ._singleflight import SingleflightTable, tool_key
+from ._tools import Tool, encode_result
+
+__all__ = [
+    "ToolExecutor",
+    "ToolExecutorStatistics",
+    "ToolStatistics",
+    "open_tool_executor",
+]
+
+DEFAULT_THREAD_LIMIT = 16
+# Sync tools are usually I/O-bound wrappers (HTTP clients, subprocesses, file reads); 16
+# threads overlap plenty of such waits while keeping memory and GIL contention modest. It is
+# the cap for *all* sync tools together; per-tool caps are max_concurrency.
+
+_Outcome = str | ToolError
+"""Text for the model on success, a ``ToolError`` otherwise."""
+
+# Turns validated arguments (attrs instances, enums, tuples) back into JSON values, so calls
+# that differ only in spelling (an omitted default, key order) share one key.
+_KEYS = cattrs.Converter()
+
+
+@attrs.frozen
+class ToolStatistics:
+    """Counters of one tool since the executor opened."""
+
+    requests: int
+    """Calls received (including invalid ones)."""
+    invalid_arguments: int
+    """Calls rejected by the validator."""
+    executions: int
+    """Times the function actually started."""
+    coalesced: int
+    """Calls that joined an execution already in flight instead of starting one."""
+    cache_hits: int
+    """Calls answered from the result cache."""
+    failures: int
+    """Executions that raised or timed out (counted once, however many waiters shared them)."""
+    timeouts: int
+    """Executions that timed out (also counted in ``failures``)."""
+    execution_time: float
+    """Total seconds (trio time) of executions, from start to end or abandonment."""
+    running: int
+    """Executions running now."""
+
+
+@attrs.frozen
+class ToolExecutorStatistics:
+    """A snapshot of a :class:`ToolExecutor`."""
+
+    tools: Mapping[str, ToolStatistics] = attrs.field(hash=False)
+    """Per-tool counters, by tool name."""
+    requests: int
+    """Calls received, for all tools (unknown tools included)."""
+    executions: int
+    """Executions started, for all tools."""
+    unknown_tool: int
+    """Calls naming no registered tool."""
+    dedup_ratio: float
+    """Share of valid calls answered without an execution of their own (coalesced or cache
+    hit), between 0 and 1; 0 when there were none."""
+    flights: int
+    """Shared (coalesced) executions in flight now."""
+    cached_results: int
+    """Results held in the cache now (some may have expired and not been swept yet)."""
+    threads_running: int
+    """Worker threads running a sync tool now."""
+    threads_abandoned: int
+    """Threads still running whose caller already gave up (timeout or cancellation)."""
+
+
+@attrs.define
+class _Counters:
+    requests: int = 0
+    invalid_arguments: int = 0
+    executions: int = 0
+    coalesced: int = 0
+    cache_hits: int = 0
+    failures: int = 0
+    timeouts: int = 0
+    execution_time: float = 0.0
+    running: int = 0
+
+    def freeze(self) -> ToolStatistics:
+        return ToolStatistics(**attrs.asdict(self))
+
+
+@attrs.define
+class _TokenBucket:
+    """Token-bucket arithmetic; time is passed in (seconds, trio clock)."""
+
+    rate: float
+    burst: int
+    tokens: float = attrs.field(init=False)
+    stamp: float | None = attrs.field(default=None, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.tokens = float(self.burst)
+
+    def _refill(self, now: float) -> None:
+        if self.stamp is not None:
+            self.tokens = min(float(self.burst), self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+
+    def delay(self, now: float) -> float:
+        """Seconds until a token is available (0 if one is available now)."""
+        self._refill(now)
+        # The tolerance absorbs float rounding after sleeping exactly the computed delay.
+        missing = 1.0 - self.tokens
+        return 0.0 if missing <= 1e-9 else missing / self.rate
+
+    def take(self, now: float) -> None:
+        self._refill(now)
+        self.tokens -= 1.0
+
+
+@attrs.define(eq=False)
+class _RateLimiter:
+    bucket: _TokenBucket
+    lock: trio.Lock = attrs.field(factory=trio.Lock)
+
+    async def acquire(self) -> None:
+        # The lock queues callers FIFO; a caller cancelled while waiting takes no token.
+        async with self.lock:
+            while (delay := self.bucket.delay(trio.current_time())) > 0:
+                await trio.sleep(delay)
+            self.bucket.take(trio.current_time())
+
+
+@attrs.define(eq=False)
+class _Flight:
+    """One shared execution and the outcome its waiters will read."""
+
+    key: Hashable
+    tool: Tool[..., Any]
+    arguments: Any
+    scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    done: trio.Event = attrs.field(factory=trio.Event)
+    outcome: _Outcome | None = None
+    abandoned: bool = False
+
+
+@attrs.define(eq=False)
+class _ThreadCall:
+    """One sync tool call and the keeper task that owns its worker thread."""
+
+    function: Callable[[], Any]
+    scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    done: trio.Event = attrs.field(factory=trio.Event)
+    value: Any = None
+    error: Exception | None = None
+    abandoned: bool = False
+
+
+@attrs.frozen
+class _CacheEntry:
+    content: str
+    expires: float  # trio time; math.inf for no ttl
+
+
+def _reply(call_id: str, outcome: _Outcome) -> ToolReturned | ToolFailed:
+    if isinstance(outcome, ToolError):
+        return ToolFailed(call_id, outcome)
+    return ToolReturned(call_id, outcome)
+
+
+@final
+class ToolExecutor:
+    """Runs tool calls with coalescing, caching and limits; see the module's theory of operation.
+
+    Create it with :func:`open_tool_executor`. Every method must be called from the trio
+    thread, by any task.
+    """
+
+    def __init__(
+        self, tools: Mapping[str, Tool[..., Any]], nursery: trio.Nursery, thread_limit: int
+    ) -> None:
+        by_name = dict(tools)
+        self._tools = by_name
+        self._nursery = nursery
+        self._closed = False
+        self._thread_limiter = trio.CapacityLimiter(thread_limit)
+        self._threads_abandoned = 0
+        self._unknown_tool = 0
+        self._table: SingleflightTable[object] = SingleflightTable()
+        self._flights: dict[Hashable, _Flight] = {}
+        self._cache: dict[Hashable, _CacheEntry] = {}
+        self._sweep_at = 64
+        self._counters = {name: _Counters() for name in by_name}
+        self._limiters = {
+            name: trio.CapacityLimiter(t.options.max_concurrency)
+            for name, t in by_name.items()
+            if t.options.max_concurrency is not None
+        }
+        self._rates = {
+            name: _RateLimiter(_TokenBucket(t.options.rate, t.options.burst or 1))
+            for name, t in by_name.items()
+            if t.options.rate is not None
+        }
+
+    @property
+    def tools(self) -> Mapping[str, Tool[..., Any]]:
+        """The registered tools, by name."""
+        return types.MappingProxyType(self._tools)
+
+    async def call(self, effect: CallTool) -> ToolReturned | ToolFailed:
+        """Run one tool call and report its outcome for ``effect.call_id``.
+
+        Never raises for anything the tool or the model did: unknown tools, invalid
+        arguments, exceptions and timeouts come back as :class:`~agentcore.ToolFailed`.
+
+        Args:
+            effect: the call; ``arguments`` are validated again against the tool's schema.
+
+        Returns:
+            ``ToolReturned`` with the result text, or ``ToolFailed`` with a ``ToolError``
+            whose ``type`` is ``"unknown_tool"``, ``"invalid_arguments"``, ``"timeout"``,
+            ``"cancelled"`` (the executor was torn down while the call was running) or the
+            name of the exception the tool raised.
+
+        Raises:
+            trio.ClosedResourceError: the executor is closed.
+            trio.Cancelled: the calling task was cancelled (the call's execution continues
+                if other callers still wait for it).
+        """
+        if self._closed:
+            raise trio.ClosedResourceError("the tool executor is closed")
+        tool = self._tools.get(effect.name)
+        if tool is None:
+            self._unknown_tool += 1
+            await trio.lowlevel.checkpoint()
+            known = ", ".join(sorted(self._tools)) or "none"
+            return ToolFailed(
+                effect.call_id,
+                ToolError("unknown_tool", f"unknown tool {effect.name!r}; available: {known}"),
+            )
+        counters = self._counters[tool.name]
+        counters.requests += 1
+        raw = effect.arguments
+        if isinstance(raw, Mapping) and not isinstance(raw, dict):
+            raw = dict(raw)
+        try:
+            arguments = tool.spec.validator(raw)
+        except Exception as exc:  # any validator failure means: the model sent bad arguments
+            counters.invalid_arguments += 1
+            message = exc.message if isinstance(exc, ValidationFailed) else str(exc)
+            await trio.lowlevel.checkpoint()
+            return ToolFailed(effect.call_id, ToolError("invalid_arguments", message))
+        key = self._key(tool, raw, arguments) if tool.options.coalesce else None
+        if key is None:
+            return _reply(effect.call_id, await self._execute(tool, arguments))
+        if tool.options.cache:
+            content = self._cached(key)
+            if content is not None:
+                counters.cache_hits += 1
+                await trio.lowlevel.checkpoint()
+                return ToolReturned(effect.call_id, content)
+        return _reply(effect.call_id, await self._wait_for_flight(tool, key, arguments))
+
+    def statistics(self) -> ToolExecutorStatistics:
+        """A frozen snapshot of the executor's counters."""
+        tools = {name: c.freeze() for name, c in self._counters.items()}
+        valid = sum(s.requests - s.invalid_arguments for s in tools.values())
+        shared = sum(s.coalesced + s.cache_hits for s in tools.values())
+        return ToolExecutorStatistics(
+            tools=types.MappingProxyType(tools),
+            requests=sum(s.requests for s in tools.values()) + self._unknown_tool,
+            executions=sum(s.executions for s in tools.values()),
+            unknown_tool=self._unknown_tool,
+            dedup_ratio=shared / valid if valid else 0.0,
+            flights=len(self._table),
+            cached_results=len(self._cache),
+            threads_running=self._thread_limiter.statistics().borrowed_tokens,
+            threads_abandoned=self._threads_abandoned,
+        )
+
+    # ------------------------------------------------------------------------- coalescing
+
+    @staticmethod
+    def _key(tool: Tool[..., Any], raw: Any, arguments: Any) -> Hashable | None:
+        try:
+            return tool_key(tool.name, _KEYS.unstructure(arguments))
+        except (TypeError, ValueError):
+            pass
+        try:
+            return tool_key(tool.name, raw)
+        except (TypeError, ValueError):
+            return None  # not JSON at all: such a call runs on its own
+
+    async def _wait_for_flight(
+        self, tool: Tool[..., Any], key: Hashable, arguments: Any
+    ) -> _Outcome:
+        waiter = object()
+        if self._table.join(key, waiter):
+            flight = _Flight(key, tool, arguments)
+            self._flights[key] = flight
+            self._nursery.start_soon(self._fly, flight, name=f"agentcore tool {tool.name}")
+        else:
+            flight = self._flights[key]
+            self._counters[tool.name].coalesced += 1
+        try:
+            await flight.done.wait()
+        finally:
+            if not flight.done.is_set() and self._table.leave(key, waiter):
+                # The last waiter is gone: nobody wants this execution any more.
+                flight.abandoned = True
+                del self._flights[key]
+                flight.scope.cancel()
+        assert flight.outcome is not None  # set before done
+        return flight.outcome
+
+    async def _fly(self, flight: _Flight) -> None:
+        outcome: _Outcome = ToolError(
+            "cancelled", "the tool executor was shut down before the tool finished"
+        )
+        try:
+            with flight.scope:
+                outcome = await self._execute(flight.tool, flight.arguments)
+        finally:
+            if not flight.abandoned:
+                del self._flights[flight.key]
+                self._table.complete(flight.key)
+                if flight.tool.options.cache and isinstance(outcome, str):
+                    self._store(flight.key, outcome, flight.tool.options.ttl)
+                flight.outcome = outcome
+                flight.done.set()
+
+    # ------------------------------------------------------------------------- cache
+
+    def _cached(self, key: Hashable) -> str | None:
+        entry = self._cache.get(key)
+        if entry is None:
+            return None
+        if trio.current_time() >= entry.expires:
+            del self._cache[key]
+            return None
+        return entry.content
+
+    def _store(self, key: Hashable, content: str, ttl: float | None) -> None:
+        now = trio.current_time()
+        self._cache[key] = _CacheEntry(content, math.inf if ttl is None else now + ttl)
+        if len(self._cache) >= self._sweep_at:
+            # Amortised sweep of expired entries: the cache may at most double between sweeps.
+            self._cache = {k: e for k, e in self._cache.items() if e.expires > now}
+            self._sweep_at = max(64, 2 * len(self._cache))
+
+    # ------------------------------------------------------------------------- execution
+
+    async def _execute(self, tool: Tool[..., Any], arguments: Any) -> _Outcome:
+        limiter = self._limiters.get(tool.name)
+        if limiter is None:
+            return await self._start(tool, arguments)
+        async with limiter:
+            return await self._start(tool, arguments)
+
+    async def _start(self, tool: Tool[..., Any], arguments: Any) -> _Outcome:
+        rate = self._rates.get(tool.name)
+        if rate is not None:
+            await rate.acquire()
+        counters = self._counters[tool.name]
+        timeout = tool.options.timeout
+        counters.executions += 1
+        counters.running += 1
+        started = trio.current_time()
+        try:
+            with trio.move_on_after(math.inf if timeout is None else timeout):
+                return encode_result(await self._invoke(tool, arguments))
+            counters.timeouts += 1
+            counters.failures += 1
+            return ToolError("timeout", f"tool {tool.name!r} did not finish within {timeout:g} s")
+        except Exception as exc:  # a failing tool is reported to the model, never raised
+            counters.failures += 1
+            return ToolError(type(exc).__name__, str(exc) or type(exc).__name__)
+        finally:
+            counters.running -= 1
+            counters.execution_time += trio.current_time() - started
+
+    async def _invoke(self, tool: Tool[..., Any], arguments: Any) -> Any:
+        function = tool.bind(arguments)
+        if tool.is_async:
+            return await function()
+        return await self._in_thread(function, tool.name)
+
+    async def _in_thread(self, function: Callable[[], Any], name: str) -> Any:
+        call = _ThreadCall(function)
+        self._nursery.start_soon(self._keep_thread, call, name, name=f"agentcore thread {name}")
+        try:
+            await call.done.wait()
+        finally:
+            if not call.done.is_set():
+                call.abandoned = True
+                self._threads_abandoned += 1
+                call.scope.cancel()
+        if call.error is not None:
+            raise call.error
+        return call.value
+
+    async def _keep_thread(self, call: _ThreadCall, name: str) -> None:
+        try:
+            with call.scope:
+                try:
+                    call.value = await trio.to_thread.run_sync(
+                        call.function,
+                        limiter=self._thread_limiter,
+                        thread_name=f"agentcore tool {name}",
+                    )
+                except Exception as exc:  # handed over to the waiting task
+                    call.error = exc
+        finally:
+            if call.abandoned:
+                self._threads_abandoned -= 1
+            call.done.set()
+
+
+def _registry(tools: Iterable[Tool[..., Any]], thread_limit: int) -> dict[str, Tool[..., Any]]:
+    by_name: dict[str, Tool[..., Any]] = {}
+    for t in tools:
+        if not isinstance(t, Tool):
+            raise ConfigError(f"expected tools made with @agentcore.tool, got {t!r}")
+        if t.name in by_name:
+            raise ConfigError(f"two tools are named {t.name!r}")
+        by_name[t.name] = t
+    if isinstance(thread_limit, bool) or not isinstance(thread_limit, int) or thread_limit < 1:
+        raise ConfigError(f"thread_limit must be a positive integer, got {thread_limit!r}")
+    return by_name
+
+
+@asynccontextmanager
+async def open_tool_executor(
+    tools: Iterable[Tool[..., Any]], *, thread_limit: int = DEFAULT_THREAD_LIMIT
+) -> AsyncIterator[ToolExecutor]:
+    """Open a tool executor for ``tools``.
+
+    ::
+
+        async with open_tool_executor([web_search, read_file]) as executor:
+            reply = await executor.call(CallTool("call_1", "web_search", {"query": "trio"}))
+
+    The executor owns a nursery for shared executions and worker-thread keepers. Leaving the
+    block waits for executions still running and for every worker thread it started, so no
+    task or thread outlives it (a sync tool that never returns therefore keeps the block from
+    exiting: give blocking calls their own timeouts). Calls after the block raise
+    ``trio.ClosedResourceError``.
+
+    Args:
+        tools: tools made with :func:`agentcore.tool`; names must be unique.
+        thread_limit: worker threads running sync tools at once, over all tools.
+
+    Yields:
+        The :class:`ToolExecutor`.
+
+    Raises:
+        ConfigError: duplicate tool names, a non-tool, or a bad ``thread_limit``.
+    """
+    registry = _registry(tools, thread_limit)
+    single: BaseException | None = None
+    try:
+        async with trio.open_nursery() as nursery:
+            executor = ToolExecutor(registry, nursery, thread_limit)
+            try:
+                yield executor
+            finally:
+                executor._closed = True
+    except BaseExceptionGroup as group:
+        # The executor's own tasks never raise, so a group holding one exception carries the
+        # exception of the ``async with`` body: pass it on unwrapped, as if no nursery were
+        # involved.
+        if len(group.exceptions) != 1:
+            raise
+        single = group.exceptions[0]
+    if single is not None:
+        raise single

@@ -24,13 +24,10 @@ in any other split yields the same events.
 from __future__ import annotations
 
 import codecs
-import re
 
 import attrs
 
 __all__ = ["SSEDecoder", "SSEEvent"]
-
-_EOL = re.compile(r"\r\n|\r|\n")
 
 
 @attrs.frozen
@@ -50,7 +47,8 @@ class SSEDecoder:
 
     def __init__(self) -> None:
         self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
-        self._buf = ""
+        self._buf: list[str] = []
+        """Pieces of the current, unterminated line (none holds a line ending)."""
         self._skip_lf = False
         self._started = False
         self._data: list[str] = []
@@ -71,7 +69,7 @@ class SSEDecoder:
     def finish(self) -> list[SSEEvent]:
         """End the stream. A pending, unterminated event is discarded (per the standard)."""
         events = self._feed_text(self._utf8.decode(b"", final=True))
-        self._buf = ""
+        self._buf.clear()
         self._data.clear()
         self._event = ""
         return events
@@ -87,15 +85,30 @@ class SSEDecoder:
             self._skip_lf = False
             if text.startswith("\n"):
                 text = text[1:]
-        buf = self._buf + text if self._buf else text
+        if "\n" not in text and "\r" not in text:
+            # No line ends here: park the piece. The buffered pieces hold no line ending,
+            # so they are joined and scanned once, when a line ending finally arrives (a long
+            # line arriving in many pieces costs linear, not quadratic, time).
+            if text:
+                self._buf.append(text)
+            return []
+        if self._buf:
+            self._buf.append(text)
+            buf = "".join(self._buf)
+            self._buf.clear()
+        else:
+            buf = text
+        if "\r" in buf:
+            # A CR ending the text may be the first half of a CRLF split across pieces.
+            self._skip_lf = buf[-1] == "\r"
+            buf = buf.replace("\r\n", "\n").replace("\r", "\n")
+        lines = buf.split("\n")
+        rest = lines.pop()
         events: list[SSEEvent] = []
-        pos = 0
-        for match in _EOL.finditer(buf):
-            self._line(buf[pos : match.start()], events)
-            pos = match.end()
-        if pos and buf[pos - 1] == "\r" and pos == len(buf):
-            self._skip_lf = True
-        self._buf = buf[pos:]
+        for line in lines:
+            self._line(line, events)
+        if rest:
+            self._buf.append(rest)
         return events
 
     def _line(self, line: str, events: list[SSEEvent]) -> None:

@@ -1,0 +1,208 @@
+"""Backend selection: a URL (or a ready :class:`~agentcore.Backend`) to a configured backend.
+
+===============================  =========  ======================================  =========
+URL                              dialect    base URL                                transport
+===============================  =========  ======================================  =========
+``openai://``                    openai     ``https://api.openai.com/v1``           httpx
+``openai://host[:port][/path]``  openai     ``https://host[:port]/path`` (``/v1``)  httpx
+``https://host[:port][/path]``   dialect=   as given (``/v1`` when no path)         httpx
+``http://host:port[/path]``      dialect=   as given (``/v1`` when no path)         lean
+``vllm://host[:port][/path]``    vllm       ``http://host:8000/v1``                 lean
+``sglang://host[:port][/path]``  sglang     ``http://host:30000/v1``                lean
+``dynamo://host[:port][/path]``  dynamo     ``http://host:8000/v1``                 lean
+``anthropic://``                 anthropic  ``https://api.anthropic.com``           httpx
+``sim://``                       sim        started by the driver                   lean
+===============================  =========  ======================================  =========
+
+``dialect=`` picks the dialect of a plain ``http(s)://`` URL (``openai`` by default; any
+OpenAI-compatible dialect, or ``anthropic``). The key for ``openai://`` and ``anthropic://``
+defaults to ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``.
+
+API keys are read from the environment only for the vendors' own hosts, so a key meant for
+OpenAI is never sent to another server, and they are never stored in ``Backend.options``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Literal
+from urllib.parse import SplitResult, urlsplit
+
+from ._codec import Backend, Codec
+from ._codec_anthropic import AnthropicCodec
+from ._codec_openai import OpenAICodec
+from ._dialects import DIALECTS
+from ._errors import ConfigError
+
+__all__ = ["backend"]
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+ANTHROPIC_BASE_URL = "https://api.anthropic.com"
+SIM_BASE_URL = "sim://"
+
+_SELF_HOSTED_PORTS: Mapping[str, int] = {"vllm": 8000, "sglang": 30000, "dynamo": 8000}
+_BACKEND_KEYS = frozenset({"stream", "transport"})
+"""Options that configure the :class:`Backend` itself rather than its codec."""
+_SIM_KEYS = frozenset({"config"})
+"""``sim://`` options read by the driver when it starts the embedded server."""
+
+
+def backend(
+    url_or_backend: str | Backend, *, model: str, api_key: str | None = None, **options: Any
+) -> Backend:
+    """Configure a backend from a URL.
+
+    ::
+
+        agentcore.backend("vllm://127.0.0.1:8000", model="Qwen/Qwen2.5-7B-Instruct")
+        agentcore.backend("dynamo://127.0.0.1:8000", model="m", extra_fields=["timing"])
+        agentcore.backend("http://10.0.0.5:9000/v1", model="m", dialect="sglang")
+
+    Args:
+        url_or_backend: a URL (see the table in ``docs/backends.md``) or a configured
+            :class:`Backend`, which is returned unchanged.
+        model: the model name sent in every request.
+        api_key: the API key; for ``openai://`` and ``anthropic://`` it defaults to
+            ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``.
+        **options: ``stream`` (stream replies by default), ``transport`` (``"lean"`` or
+            ``"httpx"``), ``dialect`` (for ``http(s)://`` URLs), and the codec's dialect
+            options (``docs/backends.md``).
+
+    Returns:
+        The configured backend.
+
+    Raises:
+        ConfigError: unknown scheme, malformed URL, missing API key for a hosted API, or an
+            option the backend does not take.
+    """
+    if isinstance(url_or_backend, Backend):
+        if options or api_key is not None:
+            raise ConfigError("options and api_key apply to URLs, not to a configured Backend")
+        return url_or_backend
+    if not isinstance(url_or_backend, str):
+        raise ConfigError(f"backend must be a URL string or a Backend, got {url_or_backend!r}")
+    try:
+        parts = urlsplit(url_or_backend.strip())
+    except ValueError as exc:
+        raise ConfigError(f"malformed backend URL {url_or_backend!r}: {exc}") from None
+    scheme = parts.scheme.lower()
+    stream = options.pop("stream", False)
+    transport = options.pop("transport", None)
+    given = dict(options)
+    if not isinstance(stream, bool):
+        raise ConfigError(f"stream must be True or False, got {stream!r}")
+    if transport not in (None, "lean", "httpx"):
+        raise ConfigError(f"transport must be 'lean' or 'httpx', got {transport!r}")
+    if stream:
+        given["stream"] = stream
+    if transport is not None:
+        given["transport"] = transport
+
+    if scheme == "sim":
+        codec_options = {k: v for k, v in options.items() if k not in _SIM_KEYS}
+        _no_dialect(codec_options, "sim")
+        codec: Codec = _openai_codec(SIM_BASE_URL, model, api_key, "sim", codec_options)
+        return Backend("sim", SIM_BASE_URL, codec, transport or "lean", True, stream, given)
+    _check_url(url_or_backend, parts)
+    if scheme in _SELF_HOSTED_PORTS:
+        if not parts.hostname:
+            raise ConfigError(f"{scheme}:// needs a host, e.g. {scheme}://127.0.0.1:8000")
+        _no_dialect(options, scheme)
+        base = _base_url("http", parts, _SELF_HOSTED_PORTS[scheme])
+        codec = _openai_codec(base, model, api_key, scheme, options)
+        return Backend(scheme, base, codec, transport or "lean", True, stream, given)
+    if scheme == "openai":
+        _no_dialect(options, "openai")
+        if parts.hostname:
+            base = _base_url("https", parts, None)
+        else:
+            base = OPENAI_BASE_URL
+            api_key = _key(api_key, "OPENAI_API_KEY", "openai://")
+            options.setdefault("max_tokens_field", "max_completion_tokens")
+        codec = _openai_codec(base, model, api_key, "openai", options)
+        return Backend("openai", base, codec, transport or "httpx", False, stream, given)
+    if scheme == "anthropic":
+        _no_dialect(options, "anthropic")
+        if parts.hostname:
+            base = _base_url("https", parts, None, default_path="")
+        else:
+            base = ANTHROPIC_BASE_URL
+            api_key = _key(api_key, "ANTHROPIC_API_KEY", "anthropic://")
+        codec = _anthropic_codec(base, model, api_key, options)
+        return Backend("anthropic", base, codec, transport or "httpx", False, stream, given)
+    if scheme in ("http", "https"):
+        if not parts.hostname:
+            raise ConfigError(f"backend URL {url_or_backend!r} has no host")
+        dialect = options.pop("dialect", "openai")
+        plain = scheme == "http"
+        kind: Literal["lean", "httpx"] = transport or ("lean" if plain else "httpx")
+        if dialect == "anthropic":
+            base = _base_url(scheme, parts, None, default_path="")
+            codec = _anthropic_codec(base, model, api_key, options)
+        else:
+            if dialect not in DIALECTS:
+                raise ConfigError(
+                    f"unknown dialect {dialect!r}; expected one of {[*DIALECTS, 'anthropic']}"
+                )
+            base = _base_url(scheme, parts, None)
+            codec = _openai_codec(base, model, api_key, dialect, options)
+        return Backend(dialect, base, codec, kind, plain, stream, given)
+    raise ConfigError(
+        f"unknown backend scheme {parts.scheme!r} in {url_or_backend!r}; use openai://, "
+        "anthropic://, vllm://, sglang://, dynamo://, sim://, http:// or https://"
+    )
+
+
+def _check_url(url: str, parts: SplitResult) -> None:
+    if parts.query or parts.fragment:
+        raise ConfigError(f"backend URL {url!r} must not have a query or fragment")
+    if parts.username is not None or parts.password is not None:
+        raise ConfigError(
+            "backend URL must not carry credentials; pass api_key= (or use the environment)"
+        )
+    try:
+        parts.port  # noqa: B018  (validates the port)
+    except ValueError:
+        raise ConfigError(f"backend URL {url!r} has an invalid port") from None
+
+
+def _base_url(
+    scheme: str, parts: SplitResult, default_port: int | None, default_path: str = "/v1"
+) -> str:
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    port = parts.port if parts.port is not None else default_port
+    netloc = host if port is None else f"{host}:{port}"
+    path = parts.path.rstrip("/") or default_path
+    return f"{scheme}://{netloc}{path}"
+
+
+def _key(api_key: str | None, env: str, scheme: str) -> str:
+    key = api_key if api_key is not None else os.environ.get(env)
+    if not key:
+        raise ConfigError(f"{scheme} needs an API key: pass api_key= or set {env}")
+    return key
+
+
+def _no_dialect(options: dict[str, Any], scheme: str) -> None:
+    dialect = options.pop("dialect", scheme)
+    if dialect != scheme:
+        raise ConfigError(
+            f"dialect={dialect!r} conflicts with the {scheme}:// scheme; use an http(s):// URL "
+            "to choose the dialect"
+        )
+
+
+def _openai_codec(
+    base: str, model: str, api_key: str | None, dialect: str, options: dict[str, Any]
+) -> Codec:
+    return OpenAICodec(base_url=base, model=model, api_key=api_key, dialect=dialect, **options)
+
+
+def _anthropic_codec(base: str, model: str, api_key: str | None, options: dict[str, Any]) -> Codec:
+    try:
+        return AnthropicCodec(base_url=base, model=model, api_key=api_key, **options)
+    except TypeError as exc:
+        raise ConfigError(f"invalid option for the anthropic backend: {exc}") from None

@@ -647,11 +647,15 @@ class AgentLoop:
     def _build_call_model(self, turn: int) -> CallModel:
         config = self._config
         final = self._final
+        # The final request keeps the tool list (with ``tool_choice="none"``): chat templates
+        # render tools near the start of the prompt, so dropping them would change the shared
+        # prefix and miss the prefix cache, and some APIs reject a history with tool calls
+        # but no tool definitions. Structured output is requested whenever tools are off.
         offers_tools = bool(config.tools) and not final
         return CallModel(
             f"{config.run_id}/{turn}",
             tuple(self._transcript),
-            config.tools if offers_tools else (),
+            config.tools,
             config._final_params if final else config.params,
             AgentHints(
                 config.session_id,

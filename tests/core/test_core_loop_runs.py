@@ -418,11 +418,13 @@ def play_tool_turns(loop: AgentLoop, turns: int) -> CallModel:
     return call
 
 
-def test_max_turns_forces_a_final_request_without_tools() -> None:
+def test_max_turns_forces_a_final_request_with_tools_switched_off() -> None:
     loop = make_loop(max_turns=2, params=ModelParams(tool_choice="auto", max_tokens=50))
     final = play_tool_turns(loop, 2)
     assert final.request_id == "run-1/2"
-    assert final.tools == ()
+    # The tool list stays (same prompt prefix, so the prefix cache still hits); the model is
+    # told not to use it.
+    assert final.tools == TOOLS
     assert final.params == ModelParams(tool_choice="none", max_tokens=50)
     assert final.hints.final is True
     assert final.messages[-1] == UserMessage(make_config().final_instruction)
@@ -450,7 +452,8 @@ def test_final_answer_can_be_repaired_and_the_repair_stays_final() -> None:
     final = play_tool_turns(loop, 1)
     assert final.output is not None and final.output.name == "Answer"
     repair = only_call_model(loop.handle(text_reply(final.request_id, "five")))
-    assert repair.hints.final is True and repair.tools == () and repair.output == final.output
+    assert repair.hints.final is True and repair.tools == TOOLS and repair.output == final.output
+    assert repair.params.tool_choice == "none"
     finish = only(loop.handle(text_reply(repair.request_id, '{"value": 5}')), Finish)
     assert isinstance(finish, Finish) and finish.output == Answer(5)
 

@@ -129,7 +129,7 @@ class LoopMachine(RuleBasedStateMachine):
         assert call.hints.turn == self.model_calls
         assert call.hints.priority == self.model_calls
         assert call.hints.final is self.final
-        assert call.tools == (() if self.final else self.config.tools)
+        assert call.tools == self.config.tools
         if self.final:
             assert call.params.tool_choice == "none"
         self.model_calls += 1

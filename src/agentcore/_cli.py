@@ -316,8 +316,25 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK if all(r.status == "ok" for r in results) else EXIT_FAILED
 
 
+_SIM_KNOBS = (
+    ("slots", int, "concurrent engine batch slots"),
+    ("scheduling", str, "fifo or priority"),
+    ("prefill_us_per_token", float, "prefill time per uncached prompt token (µs)"),
+    ("decode_ms_per_token", float, "decode time per output token (ms)"),
+    ("block_size", int, "tokens per KV block"),
+    ("cache_blocks", int, "prefix-cache capacity in blocks"),
+    ("tool_rounds", int, "assistant turns that call tools before answering"),
+    ("repeat_share", float, "share of tool calls drawn from a shared argument pool"),
+    ("answer_tokens", int, "length of plain answers"),
+    ("fail_rate", float, "share of requests answered with an injected 429/500"),
+    ("speedup", float, "divide all simulated time by this"),
+    ("seed", int, "seed of the simulated model"),
+)
+
+
 def _cmd_sim(args: argparse.Namespace) -> int:
-    run_sim_server(args.host, args.port, SimConfig())
+    knobs = {n: getattr(args, n) for n, _, _ in _SIM_KNOBS if getattr(args, n) is not None}
+    run_sim_server(args.host, args.port, SimConfig(**knobs))
     return EXIT_OK
 
 
@@ -365,6 +382,8 @@ def _parser() -> argparse.ArgumentParser:
     sim = sub.add_parser("sim", help="serve the simulated OpenAI-compatible backend")
     sim.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
     sim.add_argument("--port", type=int, default=8000, help="port (8000)")
+    for name, kind, text in _SIM_KNOBS:
+        sim.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None, help=text)
     sim.set_defaults(handler=_cmd_sim)
     return parser
 

@@ -188,3 +188,8 @@ def test_demo_runs_and_prints_the_summary() -> None:
     for row in ("agents", "TTFT p50 / p95", "cached", "tool calls", "slot utilisation"):
         assert row in proc.stdout
     assert "20 (20 ok" in proc.stdout
+
+
+def test_sim_rejects_an_invalid_knob_with_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sim", "--port", "0", "--slots", "0"]) == 2
+    assert "slots" in capsys.readouterr().err

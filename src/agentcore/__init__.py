@@ -55,4 +55,62 @@ from ._sse import SSEEvent as SSEEvent
 
 # ---- sections added per area below (one block each; keep imports explicit: `X as X`) ----
 
+# serialization
+from ._serde import dumps as dumps
+from ._serde import loads as loads
+
+# backends (OpenAI-compatible codecs, backend selection)
+from ._backends import backend as backend
+from ._codec import Backend as Backend
+
+# tools (@tool decorator)
+from ._tools import Tool as Tool
+from ._tools import tool as tool
+
+# batch layer
+from ._batch import BatchStream as BatchStream
+from ._batch import MapReduceResult as MapReduceResult
+from ._batch import map_reduce as map_reduce
+from ._batch import open_batch as open_batch
+from ._batch import run_batch as run_batch
+from ._batch import warm_prefix as warm_prefix
+from ._task import RenderError as RenderError
+from ._task import Task as Task
+from ._taskfile import TaskFileError as TaskFileError
+from ._taskfile import load_task as load_task
+
+# tool statistics (part of DriverStatistics)
+from ._tool_executor import ToolExecutorStatistics as ToolExecutorStatistics
+from ._tool_executor import ToolStatistics as ToolStatistics
+
+# pure scheduling policy (also the subject of docs/testing.md)
+from ._slots import SlotQueue as SlotQueue
+
+# the sans-IO agent loop, for runtimes other than the trio driver (docs/embedding.md)
+from ._loop import AgentLoop as AgentLoop
+from ._loop import LoopConfig as LoopConfig
+from ._loop import LoopSnapshot as LoopSnapshot
+from ._loop import LoopStatistics as LoopStatistics
+from ._loop import RunState as RunState
+
+# simulated backend (sim://, docs/sim.md)
+from ._sim import SimConfig as SimConfig
+from ._sim import SimServer as SimServer
+from ._sim import SimStatistics as SimStatistics
+from ._sim import open_sim_server as open_sim_server
+
+# trio driver (slots, retries, cancellation, metrics; docs/driver.md)
+from ._driver import Driver as Driver
+from ._driver import Result as Result
+from ._driver import ResultStream as ResultStream
+from ._driver import RunTimings as RunTimings
+from ._driver import open_driver as open_driver
+from ._model_client import Exchange as Exchange
+from ._model_client import ModelClient as ModelClient
+from ._retry import RetryPolicy as RetryPolicy
+from ._slot_limiter import SlotStatistics as SlotStatistics
+from ._stats import DriverStatistics as DriverStatistics
+from ._stats import RequestStats as RequestStats
+from ._stats import Summary as Summary
+
 __version__ = "0.1.0"

@@ -1,0 +1,178 @@
+"""The trio side of the inference-slot limiter: parks and wakes tasks as ``SlotQueue`` decides.
+
+All decisions (who goes next, how many slots exist, how the adaptive limit moves) are made by
+the pure objects in :mod:`agentcore._slots`; this module only parks the waiting task, wakes
+the tasks the queue granted a slot to, and keeps time-based statistics.
+
+A granted waiter is rescheduled directly (``trio.lowlevel.reschedule``), so a slot handed to a
+task can never be lost: once a task has been rescheduled its wait cannot be aborted by a
+cancellation, and a task cancelled before being granted is withdrawn from the line in its
+abort callback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+import attrs
+import trio
+
+from ._slots import AdaptiveLimit, SlotPolicy, SlotQueue
+
+__all__ = ["Slot", "SlotLimiter", "SlotStatistics"]
+
+
+@attrs.frozen
+class SlotStatistics:
+    """A snapshot of the slot limiter."""
+
+    max_inflight: int
+    """The user's hard cap."""
+    limit: int
+    """The limit in force (below ``max_inflight`` only when the adaptive limit shrank it)."""
+    in_use: int
+    waiting: int
+    peak_in_use: int
+    """The most slots ever in use at once."""
+    acquisitions: int
+    busy_time: float
+    """Slot-seconds spent in use (completed holds only)."""
+    wait_time: float
+    """Seconds spent waiting for slots, summed over acquisitions."""
+    overloads: int
+    """Overload signals reported on release."""
+    holders: tuple[Hashable, ...]
+    """The owners of the slots in use, in no particular order."""
+
+
+@attrs.define(eq=False)
+class Slot:
+    """One held slot. Give it back with :meth:`SlotLimiter.release`."""
+
+    owner: Hashable
+    granted_at: float
+    wait: float
+    """Seconds the holder waited for it."""
+    epoch: int
+    released: bool = False
+
+
+@attrs.define(eq=False)
+class _Waiter:
+    task: trio.lowlevel.Task
+    slot: Slot | None = None
+
+
+class SlotLimiter:
+    """Bounds the model requests in flight; hands slots out FIFO or by priority.
+
+    Args:
+        max_inflight: the hard cap on slots in use.
+        policy: ``"fifo"`` (arrival order) or ``"priority"`` (highest priority first).
+        adaptive: shrink the limit on overload signals and grow it back on success (AIMD),
+            never above ``max_inflight`` and never below 1.
+    """
+
+    def __init__(
+        self, max_inflight: int, *, policy: SlotPolicy = "fifo", adaptive: bool = False
+    ) -> None:
+        self._queue: SlotQueue[_Waiter] = SlotQueue(max_inflight, policy)
+        self._max_inflight = max_inflight
+        self._adaptive = AdaptiveLimit(max_inflight) if adaptive else None
+        self._holders: dict[int, Slot] = {}
+        self._peak = 0
+        self._acquisitions = 0
+        self._busy = 0.0
+        self._wait = 0.0
+        self._overloads = 0
+
+    @property
+    def limit(self) -> int:
+        """The limit in force."""
+        return self._queue.limit
+
+    async def acquire(self, owner: Hashable = None, priority: int = 0) -> Slot:
+        """Wait for a slot and take it.
+
+        Args:
+            owner: who holds the slot (shown in :attr:`SlotStatistics.holders`).
+            priority: higher is served first under the ``"priority"`` policy.
+
+        Returns:
+            The held slot.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        now = trio.current_time()
+        if self._queue.try_acquire():
+            slot = self._grant(owner, now, now)
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return slot
+        waiter = _Waiter(trio.lowlevel.current_task())
+        self._queue.enqueue(waiter, priority)
+
+        def abort(_raise_cancel: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
+            self._queue.withdraw(waiter)
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
+        return self._grant(owner, now, trio.current_time())
+
+    def release(
+        self,
+        slot: Slot,
+        *,
+        overloaded: bool = False,
+        succeeded: bool = False,
+        now: float | None = None,
+    ) -> None:
+        """Give ``slot`` back.
+
+        Args:
+            slot: a slot from :meth:`acquire`; releasing it twice is an error.
+            overloaded: the server signalled overload (429, 529, 503...); shrinks an adaptive
+                limit.
+            succeeded: the exchange succeeded; grows an adaptive limit back.
+            now: the current trio time, if the caller has just read it.
+        """
+        if slot.released:
+            raise RuntimeError("slot released twice")
+        slot.released = True
+        del self._holders[id(slot)]
+        self._busy += (trio.current_time() if now is None else now) - slot.granted_at
+        if overloaded:
+            self._overloads += 1
+        woken = self._queue.release()
+        if self._adaptive is not None and (overloaded or succeeded):
+            if overloaded:
+                limit = self._adaptive.on_overload(slot.epoch)
+            else:
+                limit = self._adaptive.on_success()
+            if limit != self._queue.limit:
+                woken += self._queue.set_limit(limit)
+        for waiter in woken:
+            trio.lowlevel.reschedule(waiter.task)
+
+    def _grant(self, owner: Hashable, asked_at: float, granted_at: float) -> Slot:
+        epoch = self._adaptive.epoch if self._adaptive is not None else 0
+        slot = Slot(owner, granted_at, granted_at - asked_at, epoch)
+        self._holders[id(slot)] = slot
+        self._acquisitions += 1
+        self._wait += slot.wait
+        in_use = self._queue.in_use
+        self._peak = max(self._peak, in_use)
+        return slot
+
+    def statistics(self) -> SlotStatistics:
+        """The current counters as a frozen value."""
+        return SlotStatistics(
+            max_inflight=self._max_inflight,
+            limit=self._queue.limit,
+            in_use=self._queue.in_use,
+            waiting=self._queue.waiting,
+            peak_in_use=self._peak,
+            acquisitions=self._acquisitions,
+            busy_time=self._busy,
+            wait_time=self._wait,
+            overloads=self._overloads,
+            holders=tuple(slot.owner for slot in self._holders.values()),
+        )

@@ -55,6 +55,7 @@ snapshot asks for the same keys again.
 from __future__ import annotations
 
 import enum
+import functools
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -225,6 +226,20 @@ def _output_name(output: Any) -> str:
     return _NAME_UNSAFE.sub("_", name)[:64] or "output"
 
 
+@functools.lru_cache(maxsize=256)
+def _output_parts(output: Any) -> tuple[OutputSpec, str]:
+    """The output spec and the system-prompt instruction for an output type.
+
+    Cached: every job of a batch builds its own config for the same output type, and deriving
+    the schema costs far more than the rest of a config.
+    """
+    schema = json_schema(output)
+    instruction = _OUTPUT_INSTRUCTION + json.dumps(
+        schema, ensure_ascii=False, separators=(",", ":")
+    )
+    return OutputSpec(_output_name(output), schema), instruction
+
+
 @attrs.frozen(kw_only=True)
 class LoopConfig:
     """Everything that stays fixed during a run: tools, output type, budgets, hints.
@@ -287,11 +302,10 @@ class LoopConfig:
         spec: OutputSpec | None = None
         instruction: str | None = None
         if self.output is not None:
-            schema = json_schema(self.output)
-            spec = OutputSpec(_output_name(self.output), schema)
-            instruction = _OUTPUT_INSTRUCTION + json.dumps(
-                schema, ensure_ascii=False, separators=(",", ":")
-            )
+            try:
+                spec, instruction = _output_parts(self.output)
+            except TypeError:  # an unhashable output type: derive it uncached
+                spec, instruction = _output_parts.__wrapped__(self.output)
         object.__setattr__(self, "output_spec", spec)
         object.__setattr__(self, "output_instruction", instruction)
         object.__setattr__(self, "_tools_by_name", {t.name: t for t in self.tools})

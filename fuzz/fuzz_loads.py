@@ -19,11 +19,9 @@ without atheris; the test suite runs this very target under Hypothesis
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -57,6 +55,10 @@ from agentcore import (
     UserMessage,
 )
 from agentcore._loop import LoopSnapshot, RunState
+
+if (_HERE := str(Path(__file__).resolve().parent)) not in sys.path:  # when loaded by path
+    sys.path.insert(0, _HERE)  # for _harness.py
+from _harness import Target, mutate_bytes
 
 TARGETS: tuple[tuple[str, Any], ...] = (
     ("Event", agentcore.Event),
@@ -233,75 +235,11 @@ def mutate(rng: random.Random, data: bytes, corpus: Sequence[bytes]) -> bytes:
             for _ in range(rng.randint(1, 3)):
                 document = _mutate_json(rng, document)
             return json.dumps(document, ensure_ascii=rng.random() < 0.5).encode("utf-8", "replace")
-    buf = bytearray(data)
-    for _ in range(rng.randint(1, 4)):
-        pos = rng.randint(0, len(buf))
-        op = rng.randrange(6)
-        if op == 0 and buf:
-            buf[min(pos, len(buf) - 1)] ^= 1 << rng.randrange(8)
-        elif op == 1:
-            buf[pos:pos] = rng.choice(_TOKENS)
-        elif op == 2:
-            del buf[pos : pos + rng.randint(1, 16)]
-        elif op == 3:
-            buf[pos:pos] = buf[pos : pos + rng.randint(1, 64)]
-        elif op == 4:
-            other = rng.choice(corpus)
-            cut = rng.randint(0, len(other))
-            buf = buf[:pos] + other[cut:]
-        else:
-            buf = buf[:pos]
-    return bytes(buf)
+    return mutate_bytes(rng, data, corpus, _TOKENS)
 
 
-def fallback(iterations: int, seconds: float, seed: int) -> int:
-    """Mutate the seeds for at most ``iterations`` inputs or ``seconds``; return inputs run."""
-    rng = random.Random(seed)
-    corpus = seeds()
-    deadline = time.monotonic() + seconds
-    done = 0
-    while done < iterations and time.monotonic() < deadline:
-        TestOneInput(mutate(rng, rng.choice(corpus), corpus))
-        done += 1
-    return done
-
-
-# ----------------------------------------------------------------------------- command line
-
-
-def main(argv: list[str]) -> int:
-    """Run under atheris when it is installed; otherwise explain and run the fallback loop."""
-    if "--write-seeds" not in argv:
-        try:
-            import atheris  # type: ignore[import-not-found]  # noqa: PLC0415
-        except ImportError:
-            print(
-                "atheris is not installed (pip install atheris; its wheels may lag new "
-                "CPython releases). Running the bounded built-in mutation loop instead; "
-                "tests/fuzz/test_fuzz_loads.py runs this target under Hypothesis.",
-                file=sys.stderr,
-            )
-        else:
-            atheris.instrument_all()
-            atheris.Setup(argv, TestOneInput)
-            atheris.Fuzz()
-            return 0
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--iterations", type=int, default=50_000)
-    parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--write-seeds", metavar="DIR", type=Path)
-    args = parser.parse_args(argv[1:])
-    if args.write_seeds is not None:
-        args.write_seeds.mkdir(parents=True, exist_ok=True)
-        for number, data in enumerate(seeds()):
-            (args.write_seeds / f"loads_seed_{number}.json").write_bytes(data)
-        print(f"wrote {len(seeds())} seeds to {args.write_seeds}")
-        return 0
-    done = fallback(args.iterations, args.seconds, args.seed)
-    print(f"ran {done} mutated inputs, no finding")
-    return 0
-
+TARGET = Target("loads", __doc__, TestOneInput, seeds, mutate, framed=False, seed_suffix=".json")
+fallback = TARGET.fallback
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(TARGET.main(sys.argv))

@@ -18,26 +18,16 @@ target under Hypothesis (tests/fuzz/test_fuzz_codecs.py).
 
 from __future__ import annotations
 
-import argparse
 import random
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
-try:  # pragma: no cover - depends on the environment
-    import atheris
-except ImportError:  # pragma: no cover
-    atheris = None
+from agentcore._sse import SSEDecoder, SSEEvent
 
-if atheris is not None:  # pragma: no cover
-    with atheris.instrument_imports():
-        from agentcore._sse import SSEDecoder, SSEEvent
-else:
-    from agentcore._sse import SSEDecoder, SSEEvent
-
-BYTEWISE_LIMIT = 4096
-"""Streams up to this size are also fed one byte at a time."""
+if (_HERE := str(Path(__file__).resolve().parent)) not in sys.path:  # when loaded by path
+    sys.path.insert(0, _HERE)  # for _harness.py
+from _harness import Target, check_split_invariance, feed_pieces, mutate_bytes, run_framed
 
 Outcome = tuple[list[SSEEvent], int | None]
 
@@ -57,12 +47,7 @@ def seeds() -> list[bytes]:
 
 def _run(stream: bytes, pieces: Sequence[int]) -> Outcome:
     decoder = SSEDecoder()
-    events: list[SSEEvent] = []
-    pos = 0
-    for size in pieces:
-        events.extend(decoder.feed(stream[pos : pos + size]))
-        pos += size
-    events.extend(decoder.feed(stream[pos:]))
+    events = feed_pieces(decoder.feed, stream, pieces)
     events.extend(decoder.finish())
     if decoder.pending:
         raise AssertionError("state left pending after finish()")
@@ -74,25 +59,13 @@ def check(stream: bytes, pieces: Sequence[int]) -> None:
 
     Any other exception escaping from here is a decoder bug.
     """
-    whole = _run(stream, ())
-    split = _run(stream, pieces)
-    if split != whole:
-        raise AssertionError(f"split {list(pieces)} gave {split!r}, whole gave {whole!r}")
-    if len(stream) <= BYTEWISE_LIMIT:
-        bytewise = _run(stream, [1] * len(stream))
-        if bytewise != whole:
-            raise AssertionError(f"byte-by-byte gave {bytewise!r}, whole gave {whole!r}")
+    check_split_invariance(_run, stream, pieces)
 
 
 def TestOneInput(data: bytes) -> None:
     """Fuzzer entry point (see the module docstring for the input layout)."""
-    if not data:
-        return
-    count = data[0] % 16
-    check(data[1 + count :], list(data[1 : 1 + count]))
+    run_framed(check, data)
 
-
-# ----------------------------------------------------------------------------- fallback loop
 
 TOKENS = [b"\n", b"\r", b"\r\n", b"\n\n", b"data:", b"data: ", b"event: ", b"id: ", b"retry: 5",
           b": ", b"\x00", b"\xef\xbb\xbf", b"\xc3", b"\xe2\x98", b"\xff"]  # fmt: skip
@@ -100,59 +73,11 @@ TOKENS = [b"\n", b"\r", b"\r\n", b"\n\n", b"data:", b"data: ", b"event: ", b"id:
 
 def mutate(rng: random.Random, data: bytes, corpus: Sequence[bytes]) -> bytes:
     """A random edit of ``data``: flip a bit, insert a token, delete, duplicate, splice, cut."""
-    buf = bytearray(data)
-    for _ in range(rng.randint(1, 4)):
-        pos = rng.randint(0, len(buf))
-        op = rng.randrange(6)
-        if op == 0 and buf:
-            buf[min(pos, len(buf) - 1)] ^= 1 << rng.randrange(8)
-        elif op == 1:
-            buf[pos:pos] = rng.choice(TOKENS)
-        elif op == 2:
-            del buf[pos : pos + rng.randint(1, 16)]
-        elif op == 3:
-            buf[pos:pos] = buf[pos : pos + rng.randint(1, 64)]
-        elif op == 4:
-            other = rng.choice(corpus)
-            buf = buf[:pos] + other[rng.randint(0, len(other)) :]
-        else:
-            buf = buf[:pos]
-    return bytes(buf)
+    return mutate_bytes(rng, data, corpus, TOKENS)
 
 
-def fallback(iterations: int, seconds: float, seed: int) -> int:
-    """Mutate the seeds for at most ``iterations`` inputs or ``seconds``; return inputs run."""
-    rng = random.Random(seed)
-    corpus = seeds()
-    deadline = time.monotonic() + seconds
-    done = 0
-    while done < iterations and time.monotonic() < deadline:
-        body = mutate(rng, rng.choice(corpus), corpus)
-        pieces = [rng.randint(0, 255) for _ in range(rng.randint(0, 15))]
-        TestOneInput(bytes([len(pieces), *pieces]) + body)
-        done += 1
-    return done
-
-
-def main(argv: list[str]) -> None:  # pragma: no cover - command line
-    if atheris is not None and "--write-seeds" not in argv:
-        atheris.Setup(argv, TestOneInput)
-        atheris.Fuzz()
-        return
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--iterations", type=int, default=50_000)
-    parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--write-seeds", metavar="DIR", type=Path)
-    args = parser.parse_args(argv[1:])
-    if args.write_seeds is not None:
-        args.write_seeds.mkdir(parents=True, exist_ok=True)
-        for number, body in enumerate(seeds()):
-            (args.write_seeds / f"sse_seed_{number}").write_bytes(b"\x00" + body)
-        return
-    done = fallback(args.iterations, args.seconds, args.seed)
-    print(f"atheris not installed: ran {done} mutated inputs, no finding")
-
+TARGET = Target("sse", __doc__, TestOneInput, seeds, mutate)
+fallback = TARGET.fallback
 
 if __name__ == "__main__":  # pragma: no cover
-    main(sys.argv)
+    sys.exit(TARGET.main(sys.argv))

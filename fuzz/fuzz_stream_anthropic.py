@@ -18,36 +18,23 @@ this very target under Hypothesis (tests/fuzz/test_fuzz_anthropic.py).
 
 from __future__ import annotations
 
-import argparse
 import random
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-try:  # pragma: no cover - depends on the environment
-    import atheris
-except ImportError:  # pragma: no cover
-    atheris = None
+from agentcore._codec import Delta
+from agentcore._codec_anthropic import AnthropicCodec
+from agentcore._events import ModelFailed, ModelResponded
 
-if atheris is not None:  # pragma: no cover
-    with atheris.instrument_imports():
-        from agentcore._codec import Delta
-        from agentcore._codec_anthropic import AnthropicCodec
-        from agentcore._events import ModelFailed, ModelResponded
-else:
-    from agentcore._codec import Delta
-    from agentcore._codec_anthropic import AnthropicCodec
-    from agentcore._events import ModelFailed, ModelResponded
+if (_HERE := str(Path(__file__).resolve().parent)) not in sys.path:  # when loaded by path
+    sys.path.insert(0, _HERE)  # for _harness.py
+from _harness import Target, check_split_invariance, decoder_outcome, mutate_bytes, run_framed
 
 CODEC = AnthropicCodec("http://127.0.0.1:9", "fuzz-model", None)
-BYTEWISE_LIMIT = 4096
-"""Bodies up to this size are also fed one byte at a time (quadratic cost beyond)."""
-
-Outcome = tuple[list[Delta], ModelResponded | ModelFailed]
 
 
 def _sse(event: str, payload: Any) -> bytes:
@@ -105,20 +92,8 @@ def seeds() -> list[bytes]:
     ]
 
 
-def _run(body: bytes, pieces: Sequence[int]) -> Outcome:
-    decoder = CODEC.stream_decoder("fuzz")
-    deltas: list[Delta] = []
-    pos = 0
-    for size in pieces:
-        deltas.extend(decoder.feed(body[pos : pos + size]))
-        pos += size
-    deltas.extend(decoder.feed(body[pos:]))
-    result = decoder.finish()
-    if decoder.finish() != result:
-        raise AssertionError("finish() is not repeatable")
-    if not isinstance(result, ModelResponded | ModelFailed):
-        raise AssertionError(f"finish() returned {result!r}")
-    return deltas, result
+def _run(body: bytes, pieces: Sequence[int]) -> tuple[list[Delta], ModelResponded | ModelFailed]:
+    return decoder_outcome(CODEC.stream_decoder("fuzz"), body, pieces)
 
 
 def check(body: bytes, pieces: Sequence[int]) -> None:
@@ -126,26 +101,13 @@ def check(body: bytes, pieces: Sequence[int]) -> None:
 
     Any other exception escaping from here is a decoder bug.
     """
-    whole = _run(body, ())
-    split = _run(body, pieces)
-    if split != whole:
-        raise AssertionError(f"split {list(pieces)} gave {split!r}, whole gave {whole!r}")
-    if len(body) <= BYTEWISE_LIMIT:
-        bytewise = _run(body, [1] * len(body))
-        if bytewise != whole:
-            raise AssertionError(f"byte-by-byte gave {bytewise!r}, whole gave {whole!r}")
+    check_split_invariance(_run, body, pieces)
 
 
 def TestOneInput(data: bytes) -> None:
     """Fuzzer entry point (see the module docstring for the input layout)."""
-    if not data:
-        return
-    count = data[0] % 16
-    pieces = list(data[1 : 1 + count])
-    check(data[1 + count :], pieces)
+    run_framed(check, data)
 
-
-# ----------------------------------------------------------------------------- fallback loop
 
 _TOKENS = [
     b"\n",
@@ -173,64 +135,11 @@ _TOKENS = [
 
 def mutate(rng: random.Random, data: bytes, corpus: Sequence[bytes]) -> bytes:
     """A random edit of ``data``: flip, insert a token, delete, duplicate, splice or cut."""
-    buf = bytearray(data)
-    for _ in range(rng.randint(1, 4)):
-        pos = rng.randint(0, len(buf))
-        op = rng.randrange(6)
-        if op == 0 and buf:
-            buf[min(pos, len(buf) - 1)] ^= 1 << rng.randrange(8)
-        elif op == 1:
-            buf[pos:pos] = rng.choice(_TOKENS)
-        elif op == 2:
-            del buf[pos : pos + rng.randint(1, 16)]
-        elif op == 3:
-            buf[pos:pos] = buf[pos : pos + rng.randint(1, 64)]
-        elif op == 4:
-            other = rng.choice(corpus)
-            cut = rng.randint(0, len(other))
-            buf = buf[:pos] + other[cut:]
-        else:
-            buf = buf[:pos]
-    return bytes(buf)
+    return mutate_bytes(rng, data, corpus, _TOKENS)
 
 
-def _framed(rng: random.Random, body: bytes) -> bytes:
-    pieces = [rng.randint(0, 255) for _ in range(rng.randint(0, 15))]
-    return bytes([len(pieces), *pieces]) + body
-
-
-def fallback(iterations: int, seconds: float, seed: int) -> int:
-    """Mutate the seeds for at most ``iterations`` inputs or ``seconds``; return inputs run."""
-    rng = random.Random(seed)
-    corpus = seeds()
-    deadline = time.monotonic() + seconds
-    done = 0
-    while done < iterations and time.monotonic() < deadline:
-        body = mutate(rng, rng.choice(corpus), corpus)
-        TestOneInput(_framed(rng, body))
-        done += 1
-    return done
-
-
-def main(argv: list[str]) -> None:  # pragma: no cover - command line
-    if atheris is not None and "--write-seeds" not in argv:
-        atheris.Setup(argv, TestOneInput)
-        atheris.Fuzz()
-        return
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--iterations", type=int, default=50_000)
-    parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--write-seeds", metavar="DIR", type=Path)
-    args = parser.parse_args(argv[1:])
-    if args.write_seeds is not None:
-        args.write_seeds.mkdir(parents=True, exist_ok=True)
-        for number, body in enumerate(seeds()):
-            (args.write_seeds / f"anthropic_seed_{number}").write_bytes(b"\x00" + body)
-        return
-    done = fallback(args.iterations, args.seconds, args.seed)
-    print(f"atheris not installed: ran {done} mutated inputs, no finding")
-
+TARGET = Target("anthropic", __doc__, TestOneInput, seeds, mutate)
+fallback = TARGET.fallback
 
 if __name__ == "__main__":  # pragma: no cover
-    main(sys.argv)
+    sys.exit(TARGET.main(sys.argv))

@@ -140,19 +140,22 @@ async def _driver_for(
     backend: str | Backend | ModelClient | None,
     model: str,
     max_inflight: int,
+    warm: bool | None,
     driver_options: Mapping[str, Any],
-) -> AsyncIterator[Driver]:
+) -> AsyncIterator[tuple[Driver, bool]]:
+    """The given driver or a newly opened one, and whether to warm the prefix up (``warm``;
+    when ``None``: only on a driver opened here for a self-hosted backend)."""
     if driver is not None:
         if backend is not None or driver_options:
             raise ConfigError("pass either driver= or backend options, not both")
-        yield driver
+        yield driver, bool(warm)
         return
     if backend is None:
         raise ConfigError("a backend is needed: pass backend= (a URL such as 'sim://') or driver=")
     async with open_driver(
         backend, model=model, max_inflight=max_inflight, tools=stack_tools, **driver_options
     ) as opened:
-        yield opened
+        yield opened, _default_warm(backend, model, driver_options) if warm is None else warm
 
 
 @asynccontextmanager
@@ -202,19 +205,18 @@ async def open_batch(
     indices: list[int] = []
     early: deque[Result] = deque()
     async with AsyncExitStack() as stack:
-        opened = await stack.enter_async_context(
+        opened, warm_up = await stack.enter_async_context(
             _driver_for(
                 task.tools,
                 driver=driver,
                 backend=backend,
                 model=model,
                 max_inflight=max_inflight,
+                warm=warm,
                 driver_options=driver_options,
             )
         )
-        if warm is None:
-            warm = driver is None and _default_warm(backend, model, driver_options)
-        if warm:
+        if warm_up:
             await warm_prefix(opened, task, batch_id=batch_id)
         loops = _loops(task, inputs, batch_id, indices, early, None)
         results = await stack.enter_async_context(
@@ -329,10 +331,9 @@ async def map_reduce(
         backend=backend,
         model=model,
         max_inflight=max_inflight,
+        warm=warm,
         driver_options=driver_options,
-    ) as opened:
-        if warm is None:
-            warm = driver is None and _default_warm(backend, model, driver_options)
+    ) as (opened, warm_up):
         plan_results = await run_batch(
             plan, [input], driver=opened, warm=False, batch_id=f"{batch_id}p", timeout=timeout
         )
@@ -342,7 +343,7 @@ async def map_reduce(
         planned = list((items or _default_items)(plan_result.output))
         indices: list[int] = []
         early: deque[Result] = deque()
-        if warm:
+        if warm_up:
             await warm_prefix(opened, map, batch_id=f"{batch_id}m")
         answers: list[Result] = []
         loops = _loops(map, planned, f"{batch_id}m", indices, early, f"{batch_id}p-0")

@@ -41,6 +41,7 @@ __all__ = [
     "classify_status",
     "classify_stream_error",
     "connection_error",
+    "protocol_error",
     "retry_after_seconds",
     "truncated_stream",
 ]
@@ -241,6 +242,16 @@ def truncated_stream(message: str) -> ModelError:
         message: what was missing.
     """
     return ModelError(kind=ErrorKind.CONNECTION, message=_clip(message), retryable=True)
+
+
+def protocol_error(message: str, status: int | None = None) -> ModelError:
+    """A final failure for a reply that does not follow the protocol (malformed body or stream).
+
+    Args:
+        message: what is wrong with the reply (kept as given).
+        status: the HTTP status of the reply, when there is one.
+    """
+    return ModelError(kind=ErrorKind.PROTOCOL, message=message, status=status)
 
 
 def error_fields(payload: Mapping[str, Any]) -> tuple[str | None, str | None, str, int | None]:

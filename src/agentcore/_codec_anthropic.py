@@ -48,11 +48,13 @@ import orjson
 from ._classify import (
     classify_http_error,
     classify_stream_error,
+    protocol_error,
     truncated_stream,
 )
 from ._codec import Delta, TextDelta, ToolCallDelta
+from ._codec_util import put_sampling, wire_count
 from ._errors import ConfigError
-from ._events import CallModel, ErrorKind, ModelError, ModelFailed, ModelResponded
+from ._events import CallModel, ModelError, ModelFailed, ModelResponded
 from ._http import Headers, HttpRequest
 from ._messages import (
     AssistantMessage,
@@ -115,13 +117,6 @@ _STREAM_EVENTS = frozenset(
 # ----------------------------------------------------------------------------- small helpers
 
 
-def _natural(value: object) -> int | None:
-    """A count or index from the wire: a non-negative integer, otherwise ``None``."""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    return None
-
-
 def _usage(counts: Mapping[str, int | None]) -> Usage:
     read = counts.get("cache_read_input_tokens")
     prompt = (
@@ -141,7 +136,7 @@ def _merge_usage(counts: dict[str, int | None], usage: object) -> None:
     if not isinstance(usage, dict):
         return
     for name in _USAGE_FIELDS:
-        value = _natural(usage.get(name))
+        value = wire_count(usage.get(name))
         if value is not None:
             counts[name] = value
 
@@ -160,10 +155,6 @@ def _compact(value: Any) -> str:
 def _arguments_of(tool_input: object) -> str:
     """ToolCall arguments for a ``tool_use.input`` value (absent or null input means none)."""
     return "{}" if tool_input is None else _compact(tool_input)
-
-
-def _protocol_error(message: str, status: int | None = None) -> ModelError:
-    return ModelError(kind=ErrorKind.PROTOCOL, message=message, status=status)
 
 
 def _call_id(call_id: str) -> str:
@@ -408,12 +399,7 @@ class AnthropicCodec:
             choice = _tool_choice(params.tool_choice)
             if choice is not None:
                 body["tool_choice"] = choice
-        if params.temperature is not None:
-            body["temperature"] = params.temperature
-        if params.top_p is not None:
-            body["top_p"] = params.top_p
-        if params.stop:
-            body["stop_sequences"] = list(params.stop)
+        put_sampling(body, params, stop_field="stop_sequences")
 
     # ------------------------------------------------------------------------- decode
 
@@ -426,21 +412,21 @@ class AnthropicCodec:
         try:
             payload = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
-            return ModelFailed(request_id, _protocol_error(f"reply is not JSON: {exc}", status))
+            return ModelFailed(request_id, protocol_error(f"reply is not JSON: {exc}", status))
         if not isinstance(payload, dict):
-            return ModelFailed(request_id, _protocol_error("reply is not a JSON object", status))
+            return ModelFailed(request_id, protocol_error("reply is not a JSON object", status))
         kind = payload.get("type")
         if kind == "error":
             return ModelFailed(request_id, classify_stream_error(payload))
         content = payload.get("content")
         if kind not in (None, "message") or not isinstance(content, list):
-            return ModelFailed(request_id, _protocol_error("reply is not a message", status))
+            return ModelFailed(request_id, protocol_error("reply is not a message", status))
         texts: list[str] = []
         calls: list[ToolCall] = []
         for block in content:
             problem = _read_block(block, texts, calls)
             if problem is not None:
-                return ModelFailed(request_id, _protocol_error(problem, status))
+                return ModelFailed(request_id, protocol_error(problem, status))
         counts: dict[str, int | None] = {}
         _merge_usage(counts, payload.get("usage"))
         return ModelResponded(
@@ -604,7 +590,7 @@ class AnthropicStreamDecoder:
             self._event(event, deltas)
 
     def _fail(self, message: str) -> None:
-        self._failure = _protocol_error(f"malformed event stream: {message}", 200)
+        self._failure = protocol_error(f"malformed event stream: {message}", 200)
 
     def _event(self, event: SSEEvent, deltas: list[Delta]) -> None:
         try:
@@ -639,7 +625,7 @@ class AnthropicStreamDecoder:
             self._failure = classify_stream_error(payload)
 
     def _start(self, payload: dict[str, Any], deltas: list[Delta]) -> None:
-        index = _natural(payload.get("index"))
+        index = wire_count(payload.get("index"))
         content = payload.get("content_block")
         if index is None or not isinstance(content, dict):
             self._fail("content_block_start without index or content_block")
@@ -671,7 +657,7 @@ class AnthropicStreamDecoder:
         self._order.append(block)
 
     def _delta(self, payload: dict[str, Any], deltas: list[Delta]) -> None:
-        index = _natural(payload.get("index"))
+        index = wire_count(payload.get("index"))
         delta = payload.get("delta")
         block = self._blocks.get(index) if index is not None else None
         if block is None or not isinstance(delta, dict):
@@ -699,7 +685,7 @@ class AnthropicStreamDecoder:
                 deltas.append(ToolCallDelta(block.position, arguments=piece))
 
     def _stop(self, payload: dict[str, Any]) -> None:
-        index = _natural(payload.get("index"))
+        index = wire_count(payload.get("index"))
         block = self._blocks.get(index) if index is not None else None
         if block is None:
             self._fail(f"content_block_stop for unknown block {payload.get('index')!r}")

@@ -27,11 +27,17 @@ from typing import Any
 
 import orjson
 
-from ._classify import classify_http_error, classify_stream_error, truncated_stream
+from ._classify import (
+    classify_http_error,
+    classify_stream_error,
+    protocol_error,
+    truncated_stream,
+)
 from ._codec import Delta, TextDelta, ToolCallDelta
+from ._codec_util import put_sampling, wire_count
 from ._dialects import OpenAIOptions, dialect_body, dialect_headers, make_options
 from ._errors import ConfigError
-from ._events import CallModel, ErrorKind, ModelError, ModelFailed, ModelResponded
+from ._events import CallModel, ModelError, ModelFailed, ModelResponded
 from ._http import Headers, HttpRequest
 from ._messages import (
     AssistantMessage,
@@ -133,12 +139,7 @@ class OpenAICodec:
             body["tool_choice"] = params.tool_choice
         if params.max_tokens is not None:
             body[opts.max_tokens_field] = params.max_tokens
-        if params.temperature is not None:
-            body["temperature"] = params.temperature
-        if params.top_p is not None:
-            body["top_p"] = params.top_p
-        if params.stop:
-            body["stop"] = list(params.stop)
+        put_sampling(body, params, stop_field="stop")
         if params.seed is not None:
             body["seed"] = params.seed
         if call.output is not None and _wants_response_format(opts, call):
@@ -292,10 +293,10 @@ class OpenAIStreamDecoder:
         try:
             chunk = orjson.loads(data)
         except orjson.JSONDecodeError:
-            self._failure = _protocol_error("a stream event is not JSON")
+            self._failure = protocol_error("a stream event is not JSON")
             return
         if not isinstance(chunk, dict):
-            self._failure = _protocol_error("a stream event is not a JSON object")
+            self._failure = protocol_error("a stream event is not a JSON object")
             return
         if _is_error(chunk):
             self._failure = classify_stream_error(chunk)
@@ -435,12 +436,8 @@ def _is_error(payload: dict[str, Any]) -> bool:
     return payload.get("error") is not None or payload.get("object") == "error"
 
 
-def _protocol_error(message: str, status: int | None = None) -> ModelError:
-    return ModelError(kind=ErrorKind.PROTOCOL, message=message, status=status)
-
-
 def _protocol_failure(request_id: str, status: int, message: str) -> ModelFailed:
-    return ModelFailed(request_id, _protocol_error(message, status))
+    return ModelFailed(request_id, protocol_error(message, status))
 
 
 def _stream_error_from_text(data: str) -> ModelError:
@@ -523,18 +520,12 @@ def _arguments_text(arguments: object) -> str:
     return orjson.dumps(arguments).decode()
 
 
-def _count(value: object) -> int | None:
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    return None
-
-
 def _usage(usage: dict[str, Any]) -> Usage:
     details = usage.get("prompt_tokens_details")
-    cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else None
+    cached = wire_count(details.get("cached_tokens")) if isinstance(details, dict) else None
     return Usage(
-        prompt_tokens=_count(usage.get("prompt_tokens")) or 0,
-        completion_tokens=_count(usage.get("completion_tokens")) or 0,
+        prompt_tokens=wire_count(usage.get("prompt_tokens")) or 0,
+        completion_tokens=wire_count(usage.get("completion_tokens")) or 0,
         cached_tokens=cached,
     )
 
@@ -553,15 +544,15 @@ def _timing(nvext: dict[str, Any]) -> ServerTiming | None:
     timing = timing if isinstance(timing, dict) else {}
     worker_id = None
     if isinstance(worker, dict):
-        worker_id = _count(worker.get("decode_worker_id"))
+        worker_id = wire_count(worker.get("decode_worker_id"))
         if worker_id is None:
-            worker_id = _count(worker.get("prefill_worker_id"))
+            worker_id = wire_count(worker.get("prefill_worker_id"))
     return ServerTiming(
         ttft_ms=_number(timing.get("ttft_ms")),
         prefill_time_ms=_number(timing.get("prefill_time_ms")),
         prefill_wait_time_ms=_number(timing.get("prefill_wait_time_ms")),
         total_time_ms=_number(timing.get("total_time_ms")),
         kv_hit_rate=_number(timing.get("kv_hit_rate")),
-        router_queue_depth=_count(timing.get("router_queue_depth")),
+        router_queue_depth=wire_count(timing.get("router_queue_depth")),
         worker_id=worker_id,
     )

@@ -256,20 +256,18 @@ def _mismatch(expected: str, value: Any) -> _Mismatch:
     )
 
 
-def _structure_str(value: Any, tp: Any) -> str:
-    if tp is not str:  # an IntEnum/StrEnum reaches this hook through class dispatch
-        return _enum_hook(tp)(value, tp)  # type: ignore[no-any-return]
-    if type(value) is not str:
-        raise _mismatch("str", value)
-    return value
+def _exact_hook(kind: type, expected: str) -> _Hook:
+    """The hook for ``str``, ``int`` or ``bool``: a value of exactly that type (``True`` is
+    not an ``int`` here), or else a mismatch that names ``expected``."""
 
+    def structure(value: Any, tp: Any) -> Any:
+        if tp is not kind:  # an IntEnum/StrEnum reaches this hook through class dispatch
+            return _enum_hook(tp)(value, tp)
+        if type(value) is not kind:
+            raise _mismatch(expected, value)
+        return value
 
-def _structure_int(value: Any, tp: Any) -> int:
-    if tp is not int:  # an IntEnum/StrEnum reaches this hook through class dispatch
-        return _enum_hook(tp)(value, tp)  # type: ignore[no-any-return]
-    if type(value) is not int:
-        raise _mismatch("int", value)
-    return value
+    return structure
 
 
 def _structure_float(value: Any, tp: Any) -> float:
@@ -281,12 +279,6 @@ def _structure_float(value: Any, tp: Any) -> float:
     if kind is int:
         return float(value)
     raise _mismatch("float", value)
-
-
-def _structure_bool(value: Any, _: Any) -> bool:
-    if type(value) is not bool:
-        raise _mismatch("bool", value)
-    return value
 
 
 def _structure_none(value: Any, _: Any) -> None:
@@ -398,15 +390,20 @@ def _is_list(tp: Any) -> bool:
     return tp is list or typing.get_origin(tp) is list
 
 
-def _list_factory(tp: Any, conv: cattrs.Converter) -> _Hook:
-    inner = list_structure_factory(tp, conv)
+def _only(json_type: type, expected: str, inner: _Hook) -> _Hook:
+    """``inner`` for a value of exactly ``json_type`` (``list`` or ``dict``), or else a
+    mismatch that names ``expected``."""
 
-    def structure_list(value: Any, t: Any) -> Any:
-        if type(value) is not list:
-            raise _mismatch("array", value)
+    def structure(value: Any, t: Any) -> Any:
+        if type(value) is not json_type:
+            raise _mismatch(expected, value)
         return inner(value, t)
 
-    return structure_list
+    return structure
+
+
+def _list_factory(tp: Any, conv: cattrs.Converter) -> _Hook:
+    return _only(list, "array", list_structure_factory(tp, conv))
 
 
 def _is_tuple(tp: Any) -> bool:
@@ -416,14 +413,7 @@ def _is_tuple(tp: Any) -> bool:
 def _tuple_factory(tp: Any, conv: cattrs.Converter) -> _Hook:
     args = typing.get_args(tp)
     if tp is tuple or (len(args) == 2 and args[1] is Ellipsis):
-        inner = homogenous_tuple_structure_factory(tp, conv)
-
-        def structure_tuple(value: Any, t: Any) -> Any:
-            if type(value) is not list:
-                raise _mismatch("array", value)
-            return inner(value, t)
-
-        return structure_tuple
+        return _only(list, "array", homogenous_tuple_structure_factory(tp, conv))
 
     if args == ((),):
         args = ()
@@ -456,34 +446,20 @@ def _is_dict(tp: Any) -> bool:
 
 
 def _dict_factory(tp: Any, conv: cattrs.Converter) -> _Hook:
-    inner = make_mapping_structure_fn(tp, conv, detailed_validation=True)
-
-    def structure_dict(value: Any, t: Any) -> Any:
-        if type(value) is not dict:
-            raise _mismatch("object", value)
-        return inner(value, t)
-
-    return structure_dict
+    return _only(dict, "object", make_mapping_structure_fn(tp, conv, detailed_validation=True))
 
 
 def _attrs_factory(tp: Any, conv: cattrs.Converter) -> _Hook:
     _resolved_fields(tp)
-    inner = make_dict_structure_fn(tp, conv)
-
-    def structure_attrs(value: Any, t: Any) -> Any:
-        if type(value) is not dict:
-            raise _mismatch(f"object ({tp.__name__})", value)
-        return inner(value, t)
-
-    return structure_attrs
+    return _only(dict, f"object ({tp.__name__})", make_dict_structure_fn(tp, conv))
 
 
 def _make_converter() -> cattrs.Converter:
     conv = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
-    conv.register_structure_hook(str, _structure_str)
-    conv.register_structure_hook(int, _structure_int)
+    conv.register_structure_hook(str, _exact_hook(str, "str"))
+    conv.register_structure_hook(int, _exact_hook(int, "int"))
     conv.register_structure_hook(float, _structure_float)
-    conv.register_structure_hook(bool, _structure_bool)
+    conv.register_structure_hook(bool, _exact_hook(bool, "bool"))
     conv.register_structure_hook(_NoneType, _structure_none)
     conv.register_structure_hook_factory(_is_list, _list_factory)
     conv.register_structure_hook_factory(_is_tuple, _tuple_factory)

@@ -181,32 +181,24 @@ def _mismatch(expected: str, value: object) -> _WireError:
 # str- and int-valued enum subclasses here, hence the enum branch.
 
 
-def _structure_str(value: object, cl: Any) -> Any:
-    if cl is not str and issubclass(cl, enum.Enum):
-        return _structure_enum(value, cl)
-    if type(value) is not str:
-        raise _mismatch("a string", value)
-    return value if cl is str else cl(value)
+def _exact_hook(kind: type, expected: str) -> Callable[[object, Any], Any]:
+    """The hook for ``str``, ``int`` or ``bool``: a value of exactly that JSON type, converted
+    for a subclass of ``kind``; a mismatch names ``expected``."""
 
+    def structure(value: object, cl: Any) -> Any:
+        if cl is not kind and issubclass(cl, enum.Enum):
+            return _structure_enum(value, cl)
+        if type(value) is not kind:
+            raise _mismatch(expected, value)
+        return value if cl is kind else cl(value)
 
-def _structure_int(value: object, cl: Any) -> Any:
-    if cl is not int and issubclass(cl, enum.Enum):
-        return _structure_enum(value, cl)
-    if type(value) is not int:
-        raise _mismatch("an integer", value)
-    return value if cl is int else cl(value)
+    return structure
 
 
 def _structure_float(value: object, cl: Any) -> Any:
     if type(value) is not float and type(value) is not int:
         raise _mismatch("a number", value)
     return float(value) if cl is float else cl(value)
-
-
-def _structure_bool(value: object, cl: type) -> Any:
-    if type(value) is not bool:
-        raise _mismatch("a boolean", value)
-    return value
 
 
 def _unstructure_float(value: float) -> float:
@@ -544,10 +536,10 @@ def _make_mapping_unstructure(conv: OrjsonConverter) -> Callable[[Any], Any]:
 def _build_converter() -> OrjsonConverter:
     conv = make_converter(forbid_extra_keys=True, detailed_validation=True)
 
-    conv.register_structure_hook(str, _structure_str)
-    conv.register_structure_hook(int, _structure_int)
+    conv.register_structure_hook(str, _exact_hook(str, "a string"))
+    conv.register_structure_hook(int, _exact_hook(int, "an integer"))
     conv.register_structure_hook(float, _structure_float)
-    conv.register_structure_hook(bool, _structure_bool)
+    conv.register_structure_hook(bool, _exact_hook(bool, "a boolean"))
     conv.register_unstructure_hook(float, _unstructure_float)
 
     # Later registrations win: the most specific predicates go last.

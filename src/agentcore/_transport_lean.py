@@ -625,35 +625,21 @@ class _Exchange:
 
     async def read_body(self) -> bytes:
         """Read the rest of the body and give the connection back."""
-        conn = self.conn
-        assert conn is not None
-        state = conn.h11
-        chunks: list[bytes] = []
-        while True:
-            try:
-                got = state.next_event()
-            except h11.ProtocolError as exc:
-                raise self.protocol_error(conn, exc) from exc
-            if got is _NEED_DATA:
-                await self.fill(conn)
-            elif type(got) is h11.Data:
-                chunks.append(got.data)
-            elif type(got) is h11.EndOfMessage:
-                self.conn = None
-                self.transport._release(conn)
-                return b"".join(chunks)
-            else:
-                raise TransportError(
-                    "protocol", f"unexpected {got!r} in the response", response_started=True
-                )
+        return await self._read(to_end=True)
 
     async def read_available(self) -> bytes:
         """Every body byte h11 can decode now, reading from the socket only if there is none;
         ``b""`` at the end of the body (the connection is then given back)."""
-        conn = self.conn
-        if conn is None:
+        if self.conn is None:
             await trio.lowlevel.checkpoint()
             return b""
+        return await self._read(to_end=False)
+
+    async def _read(self, *, to_end: bool) -> bytes:
+        """Body bytes up to the end of the body (``to_end``), or else as soon as there are
+        some; at the end of the body the connection is given back."""
+        conn = self.conn
+        assert conn is not None
         state = conn.h11
         pieces: list[bytes] = []
         while True:
@@ -662,7 +648,7 @@ class _Exchange:
             except h11.ProtocolError as exc:
                 raise self.protocol_error(conn, exc) from exc
             if got is _NEED_DATA:
-                if pieces:
+                if pieces and not to_end:
                     return b"".join(pieces)
                 await self.fill(conn)
             elif type(got) is h11.Data:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from openai_codec_helpers import bytewise, split_at
 
 from agentcore import SSEDecoder, SSEEvent
 
@@ -20,20 +21,6 @@ def decode_pieces(pieces: list[bytes]) -> list[SSEEvent]:
     for piece in pieces:
         events += decoder.feed(piece)
     return events + decoder.finish()
-
-
-def bytewise(data: bytes) -> list[bytes]:
-    return [data[i : i + 1] for i in range(len(data))]
-
-
-def split_at(data: bytes, cuts: list[int]) -> list[bytes]:
-    points = sorted({min(max(c, 0), len(data)) for c in cuts})
-    pieces, start = [], 0
-    for point in points:
-        pieces.append(data[start:point])
-        start = point
-    pieces.append(data[start:])
-    return pieces
 
 
 # ----------------------------------------------------------------------------- line endings

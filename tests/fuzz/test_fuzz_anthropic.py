@@ -3,30 +3,15 @@ Hypothesis: the decoder never raises and any way of splitting a body gives the s
 
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import orjson
+from fuzz_targets import load_target
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-
-def _load_target() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "fuzz" / "fuzz_stream_anthropic.py"
-    spec = importlib.util.spec_from_file_location("fuzz_stream_anthropic", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-target = _load_target()
+target = load_target("fuzz_stream_anthropic")
 
 EVENT_TYPES = [
     "message_start",

@@ -4,30 +4,15 @@ splitting a body gives the same result."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import orjson
+from fuzz_targets import load_target
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-
-def _load(name: str) -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "fuzz" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-sse_target = _load("fuzz_sse")
-openai_target = _load("fuzz_stream_openai")
+sse_target = load_target("fuzz_sse")
+openai_target = load_target("fuzz_stream_openai")
 
 pieces = st.lists(st.integers(0, 255), max_size=15)
 

@@ -8,30 +8,18 @@ import random
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from fuzz_targets import FUZZ_DIR, load_target
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agentcore
 from agentcore.testing import strategies as acst
 
-TARGET_PATH = Path(__file__).resolve().parents[2] / "fuzz" / "fuzz_loads.py"
-
-
-def _load_target() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("fuzz_loads", TARGET_PATH)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-target = _load_target()
+TARGET_PATH = FUZZ_DIR / "fuzz_loads.py"
+target = load_target("fuzz_loads")
 SEEDS: list[bytes] = target.seeds()
 
 

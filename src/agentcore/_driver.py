@@ -45,7 +45,6 @@ import math
 import random
 from collections.abc import AsyncIterator, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
-from functools import partial
 from typing import Any, Literal
 
 import attrs
@@ -473,36 +472,34 @@ class Driver:
                 if holds:
                     assert active is not None
                     await active.acquire_on_behalf_of(index)
+                # ``send`` itself is closed once the nursery has waited for every run, so
+                # the runs share it (a clone per run would cost a checkpoint to close).
                 nursery.start_soon(
-                    partial(
-                        self._run_and_send,
-                        loop,
-                        index=index,
-                        timeout=timeout,
-                        group=group,
-                        send=send.clone(),
-                        active=active if holds else None,
-                    )
+                    self._run_and_send,
+                    loop,
+                    index,
+                    timeout,
+                    group,
+                    send,
+                    active if holds else None,
                 )
 
-    async def _run_and_send(
+    async def _run_and_send(  # noqa: PLR0917 - private, called positionally by start_soon
         self,
         loop: AgentLoop,
-        *,
         index: int,
         timeout: float | None,
         group: _Group,
         send: trio.MemorySendChannel[Result],
         active: trio.CapacityLimiter | None,
     ) -> None:
-        async with send:
-            try:
-                deadline = None if timeout is None else trio.current_time() + timeout
-                result = await self._run(loop, index, deadline, group)
-            finally:
-                if active is not None:
-                    active.release_on_behalf_of(index)
-            await send.send(result)
+        try:
+            deadline = None if timeout is None else trio.current_time() + timeout
+            result = await self._run(loop, index, deadline, group)
+        finally:
+            if active is not None:
+                active.release_on_behalf_of(index)
+        await send.send(result)
 
     def _close(self) -> None:
         self.cancel()

@@ -311,6 +311,36 @@ class LoopConfig:
         object.__setattr__(self, "_tools_by_name", {t.name: t for t in self.tools})
         object.__setattr__(self, "_final_params", attrs.evolve(self.params, tool_choice="none"))
 
+    def _for_run(self, run_id: str, parent_session_id: str | None) -> LoopConfig:
+        """This config for another run: ``run_id`` (also the session id) and the parent
+        session id replaced, everything else shared.
+
+        Equal to ``attrs.evolve(self, run_id=run_id, session_id=run_id,
+        parent_session_id=parent_session_id)``, without validating and deriving again what
+        ``self`` already validated and derived: a batch builds one config per job.
+
+        Raises:
+            ConfigError: an invalid id.
+        """
+        _check_nonempty_str(None, _RUN_ID, run_id)
+        _check_optional_str(None, _PARENT_SESSION_ID, parent_session_id)
+        config: LoopConfig = object.__new__(LoopConfig)
+        for name in _SHARED_SLOTS:
+            object.__setattr__(config, name, getattr(self, name))
+        object.__setattr__(config, "run_id", run_id)
+        object.__setattr__(config, "session_id", run_id)
+        object.__setattr__(config, "parent_session_id", parent_session_id)
+        return config
+
+
+_RUN_ID = attrs.fields(LoopConfig).run_id
+_PARENT_SESSION_ID = attrs.fields(LoopConfig).parent_session_id
+_SHARED_SLOTS: Final = tuple(
+    a.name
+    for a in attrs.fields(LoopConfig)
+    if a.name not in {"run_id", "session_id", "parent_session_id"}
+)
+
 
 # ----------------------------------------------------------------------------- snapshot
 

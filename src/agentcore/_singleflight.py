@@ -80,7 +80,12 @@ def canonical_arguments(arguments: Mapping[str, Any]) -> str:
         TypeError: a value is not a JSON value (a set, an object...).
         ValueError: a structure is circular.
     """
-    return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(arguments)
+
+
+# What ``json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)``
+# uses, built once instead of per call.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def tool_key(name: str, arguments: Mapping[str, Any]) -> ToolKey:

@@ -92,17 +92,22 @@ class Task:
     """Expected reply length, passed to the server as a hint."""
     name: str = "task"
     """A short name, used in run ids."""
+    _base_config: LoopConfig = attrs.field(init=False, eq=False, hash=False, repr=False)
+    """The loop config every job shares but for its ids (built and validated once)."""
 
     def __attrs_post_init__(self) -> None:
-        # Validate the budgets and the output type once, with the loop's own checks.
-        self._config("check")
+        # Validate the budgets and the output type once, with the loop's own checks; each
+        # job's config is this one with its own ids.
+        object.__setattr__(self, "_base_config", self._new_config("check"))
 
     def _config(self, run_id: str, parent_session_id: str | None = None) -> LoopConfig:
+        return self._base_config._for_run(run_id, parent_session_id)
+
+    def _new_config(self, run_id: str) -> LoopConfig:
         return LoopConfig(
             run_id=run_id,
             tools=tuple(t.spec for t in self.tools),
             output=self.output,
-            parent_session_id=parent_session_id,
             max_turns=self.max_turns,
             max_tool_errors=self.max_tool_errors,
             max_output_retries=self.max_output_retries,

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import math
 import types
+import typing
 from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, final
@@ -78,6 +79,41 @@ _Outcome = str | ToolError
 # Turns validated arguments (attrs instances, enums, tuples) back into JSON values, so calls
 # that differ only in spelling (an omitted default, key order) share one key.
 _KEYS = cattrs.Converter()
+
+_SCALARS = (str, int, bool)
+
+
+def _keyed_by_value(tool: Tool[..., Any]) -> bool:
+    """Whether the validated arguments of ``tool`` can be their own coalescing key.
+
+    True when every parameter is a ``str``, ``int`` or ``bool``, optionally ``| None``, with a
+    default of that exact type (or none). The validator produces values of exactly the
+    declared type (it rejects ``True`` for an ``int`` and converts nothing), and for such
+    values Python equality is JSON equality, so two argument instances are equal exactly
+    when their canonical JSON texts are: the instance is a key with the same meaning, without
+    encoding anything.
+    """
+    for field in attrs.fields(tool.arguments_type):
+        kind = field.type
+        allowed: tuple[type, ...]
+        if kind in _SCALARS:
+            allowed = (kind,)
+        else:
+            members = typing.get_args(kind)
+            if (
+                typing.get_origin(kind) not in (typing.Union, types.UnionType)
+                or len(members) != 2
+                or type(None) not in members
+            ):
+                return False
+            (kind,) = (m for m in members if m is not type(None))
+            if kind not in _SCALARS:
+                return False
+            allowed = (kind, type(None))
+        default = field.default
+        if default is not attrs.NOTHING and type(default) not in allowed:
+            return False  # a Factory, or a default of another type than the annotation
+    return True
 
 
 @attrs.frozen
@@ -187,17 +223,19 @@ class _RateLimiter:
             self.bucket.take(trio.current_time())
 
 
-@attrs.define(eq=False)
 class _Flight:
-    """One shared execution and the outcome its waiters will read."""
+    """One shared execution. Its waiters are the tasks the singleflight table lists for
+    ``key``; each is parked until the execution hands it the outcome."""
 
-    key: Hashable
-    tool: Tool[..., Any]
-    arguments: Any
-    scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
-    done: trio.Event = attrs.field(factory=trio.Event)
-    outcome: _Outcome | None = None
-    abandoned: bool = False
+    __slots__ = ("abandoned", "arguments", "key", "outcome", "scope", "tool")
+
+    def __init__(self, key: Hashable, tool: Tool[..., Any], arguments: Any) -> None:
+        self.key = key
+        self.tool = tool
+        self.arguments = arguments
+        self.scope = trio.CancelScope()
+        self.outcome: _Outcome | None = None
+        self.abandoned = False
 
 
 @attrs.define(eq=False)
@@ -242,11 +280,13 @@ class ToolExecutor:
         self._thread_limiter = trio.CapacityLimiter(thread_limit)
         self._threads_abandoned = 0
         self._unknown_tool = 0
-        self._table: SingleflightTable[object] = SingleflightTable()
+        self._table: SingleflightTable[trio.lowlevel.Task] = SingleflightTable()
         self._flights: dict[Hashable, _Flight] = {}
         self._cache: dict[Hashable, _CacheEntry] = {}
         self._sweep_at = 64
         self._counters = {name: _Counters() for name in by_name}
+        self._task_names = {name: f"agentcore tool {name}" for name in by_name}
+        self._value_keyed = {name for name, t in by_name.items() if _keyed_by_value(t)}
         self._limiters = {
             name: trio.CapacityLimiter(t.options.max_concurrency)
             for name, t in by_name.items()
@@ -297,7 +337,7 @@ class ToolExecutor:
         counters = self._counters[tool.name]
         counters.requests += 1
         raw = effect.arguments
-        if isinstance(raw, Mapping) and not isinstance(raw, dict):
+        if type(raw) is not dict and isinstance(raw, Mapping):
             raw = dict(raw)
         try:
             arguments = tool.spec.validator(raw)
@@ -306,7 +346,13 @@ class ToolExecutor:
             message = exc.message if isinstance(exc, ValidationFailed) else str(exc)
             await trio.lowlevel.checkpoint()
             return ToolFailed(effect.call_id, ToolError("invalid_arguments", message))
-        key = self._key(tool, raw, arguments) if tool.options.coalesce else None
+        key: Hashable | None
+        if not tool.options.coalesce:
+            key = None
+        elif tool.name in self._value_keyed:
+            key = (tool.name, arguments)
+        else:
+            key = self._key(tool, raw, arguments)
         if key is None:
             return _reply(effect.call_id, await self._execute(tool, arguments))
         if tool.options.cache:
@@ -350,23 +396,27 @@ class ToolExecutor:
     async def _wait_for_flight(
         self, tool: Tool[..., Any], key: Hashable, arguments: Any
     ) -> _Outcome:
-        waiter = object()
+        # The waiting task itself is the waiter: it parks until ``_fly`` reschedules it with
+        # the outcome, or leaves the flight when it is cancelled first.
+        waiter = trio.lowlevel.current_task()
         if self._table.join(key, waiter):
             flight = _Flight(key, tool, arguments)
             self._flights[key] = flight
-            self._nursery.start_soon(self._fly, flight, name=f"agentcore tool {tool.name}")
+            self._nursery.start_soon(self._fly, flight, name=self._task_names[tool.name])
         else:
             flight = self._flights[key]
             self._counters[tool.name].coalesced += 1
-        try:
-            await flight.done.wait()
-        finally:
-            if not flight.done.is_set() and self._table.leave(key, waiter):
+
+        def abort(_: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
+            if self._table.leave(key, waiter):
                 # The last waiter is gone: nobody wants this execution any more.
                 flight.abandoned = True
                 del self._flights[key]
                 flight.scope.cancel()
-        assert flight.outcome is not None  # set before done
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
+        assert flight.outcome is not None  # set before the waiters are woken
         return flight.outcome
 
     async def _fly(self, flight: _Flight) -> None:
@@ -379,11 +429,12 @@ class ToolExecutor:
         finally:
             if not flight.abandoned:
                 del self._flights[flight.key]
-                self._table.complete(flight.key)
+                waiters = self._table.complete(flight.key)
                 if flight.tool.options.cache and isinstance(outcome, str):
                     self._store(flight.key, outcome, flight.tool.options.ttl)
                 flight.outcome = outcome
-                flight.done.set()
+                for waiter in waiters:
+                    trio.lowlevel.reschedule(waiter)
 
     # ------------------------------------------------------------------------- cache
 
@@ -423,7 +474,9 @@ class ToolExecutor:
         counters.running += 1
         started = trio.current_time()
         try:
-            with trio.move_on_after(math.inf if timeout is None else timeout):
+            if timeout is None:
+                return encode_result(await self._invoke(tool, arguments))
+            with trio.move_on_after(timeout):
                 return encode_result(await self._invoke(tool, arguments))
             counters.timeouts += 1
             counters.failures += 1

@@ -33,3 +33,31 @@ check: test lint
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+# ---- real NVIDIA Dynamo stack and side-by-side benchmarks (tools/dynamo, bench/) ----
+.PHONY: dynamo bench-dynamo bench-dynamo-scale bench-overhead bench-scale
+
+## Install NVIDIA Dynamo 1.6.1 (frontend + mocker, CPU only) into ~/.cache/agentcore-dynamo
+## (or $AGENTCORE_DYNAMO_HOME) and build its tiny model; idempotent.
+dynamo:
+	bash tools/dynamo/setup.sh
+
+## Run the integration tests against a real Dynamo frontend + mocker (installs Dynamo first).
+test-dynamo: venv dynamo
+	AGENTCORE_DYNAMO=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m dynamo tests/integration
+
+## Research-summary benchmark on Dynamo (N=20): agentcore vs isolated, minimal loop, BatchAgent.
+bench-dynamo: venv dynamo
+	$(BIN)/python bench/bench_dynamo.py
+
+## The same at N=100 and N=1000 (several minutes).
+bench-dynamo-scale: venv dynamo
+	$(BIN)/python bench/bench_dynamo.py --n 100,1000
+
+## Client overhead on a fixed-latency loopback server: agentcore vs minimal loop vs BatchAgent.
+bench-overhead: venv
+	$(BIN)/python bench/bench_overhead.py
+
+## 100,000 agents on the in-process ScriptedModel: CPU per turn, memory per agent.
+bench-scale: venv
+	$(BIN)/python bench/bench_scale.py

@@ -1,0 +1,121 @@
+"""Run a benchmark workload with agentcore: the contender the baselines are compared with.
+
+The batch goes through the public API: an ``agentcore.Task`` (system prompt, user template,
+the workload's one tool, ``max_turns``, ``max_tokens``), ``agentcore.open_driver`` on the
+backend URL (``dynamo://`` on the Dynamo stack, ``vllm://`` on the fixed-latency server) and
+``agentcore.run_batch`` with prefix warming. Everything else is agentcore's defaults: the lean
+h11 transport, FIFO slots released during tool waits, identical tool calls coalesced; the tool
+is declared ``cache=True`` (its results are deterministic), as BatchAgent caches tools by
+default. On Dynamo each request also carries the session headers and agent hints of the
+dynamo dialect, and the replay annotation from the per-call ``annotations`` hook.
+
+Prints one JSON report line: wall time and CPU of the batch, outcomes, tool calls and
+executions, and the driver's own token counts.
+
+Run: ``python agentcore_runner.py WORKLOAD.json --url dynamo://127.0.0.1:PORT --slots 8``
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+
+import agentcore
+from agentcore import AssistantMessage, ModelParams, UserMessage
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _common import Workload, emit, reply_key, self_cpu, tool_result
+
+
+def make_tool(workload: Workload, counter: dict[str, int]) -> agentcore.Tool[..., Any]:
+    shape = workload.tool
+
+    async def execute(argument: str) -> str:
+        counter["executions"] += 1
+        await trio.sleep(shape.latency)
+        return tool_result(shape.name, argument)
+
+    # The tool's schema comes from the signature: give the function the parameter's name.
+    if shape.parameter == "query":
+
+        async def web_search(query: str) -> str:
+            return await execute(query)
+
+        function: Any = web_search
+    else:
+
+        async def lookup(key: str) -> str:
+            return await execute(key)
+
+        function = lookup
+    function.__doc__ = f"{shape.description}\n\nArgs:\n    {shape.parameter}: what to look up.\n"
+    return agentcore.tool(cache=True)(function)
+
+
+def replay_annotations(call: agentcore.CallModel) -> list[str]:
+    """The Dynamo replay annotation of a call (see ``_common.reply_key``)."""
+    users = [m.content for m in call.messages if isinstance(m, UserMessage)]
+    turns = sum(1 for m in call.messages if isinstance(m, AssistantMessage))
+    key = reply_key(users, turns)
+    return [] if key is None else [f"output_replay_id:{key}"]
+
+
+async def main(args: argparse.Namespace) -> None:
+    workload = Workload.load(args.workload)
+    counter = {"executions": 0}
+    tool = make_tool(workload, counter)
+    task = agentcore.Task(
+        prompt=workload.template,
+        system=workload.system,
+        tools=[tool],
+        max_turns=workload.max_turns,
+        params=ModelParams(max_tokens=workload.max_tokens),
+        name=workload.kind,
+    )
+    options: dict[str, Any] = {}
+    if workload.annotate:
+        options["annotations"] = replay_annotations
+    cpu0, t0 = self_cpu(), time.perf_counter()
+    async with agentcore.open_driver(
+        args.url,
+        model=workload.model,
+        max_inflight=args.slots,
+        tools=[tool],
+        stream=args.stream,
+        **options,
+    ) as driver:
+        results = await agentcore.run_batch(task, workload.inputs, driver=driver, warm=True)
+        stats = driver.statistics()
+    wall = time.perf_counter() - t0
+    warm = [r for r in stats.requests if r.index is None]
+    emit(
+        {
+            "wall": wall,
+            "cpu": self_cpu() - cpu0,
+            "ok": sum(r.status == "ok" for r in results),
+            "failed": sum(r.status != "ok" for r in results),
+            "errors": sorted({str(r.error.message)[:120] for r in results if r.error})[:5],
+            "requests": len(stats.requests),
+            "tool_calls": stats.tool_calls,
+            "tool_executions": counter["executions"],
+            "client_prompt_tokens": stats.prompt_tokens,
+            "client_cached_tokens": stats.cached_tokens,
+            "client_ttft_p50": stats.ttft.p50,
+            "client_ttft_p95": stats.ttft.p95,
+            "warm": [r.error.value if r.error else "ok" for r in warm],
+        }
+    )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("workload", type=Path)
+    parser.add_argument("--url", required=True, help="backend URL, e.g. dynamo://127.0.0.1:PORT")
+    parser.add_argument("--slots", type=int, default=8)
+    parser.add_argument("--stream", action="store_true", help="stream every request")
+    trio.run(main, parser.parse_args())

@@ -324,22 +324,35 @@ class LoopConfig:
         """
         _check_nonempty_str(None, _RUN_ID, run_id)
         _check_optional_str(None, _PARENT_SESSION_ID, parent_session_id)
+        # Spelled out field by field: a loop over the names costs twice as much. The check
+        # below the class keeps this list complete.
         config: LoopConfig = object.__new__(LoopConfig)
-        for name in _SHARED_SLOTS:
-            object.__setattr__(config, name, getattr(self, name))
-        object.__setattr__(config, "run_id", run_id)
-        object.__setattr__(config, "session_id", run_id)
-        object.__setattr__(config, "parent_session_id", parent_session_id)
+        put = object.__setattr__
+        put(config, "run_id", run_id)
+        put(config, "tools", self.tools)
+        put(config, "output", self.output)
+        put(config, "session_id", run_id)
+        put(config, "parent_session_id", parent_session_id)
+        put(config, "max_turns", self.max_turns)
+        put(config, "max_tool_errors", self.max_tool_errors)
+        put(config, "max_output_retries", self.max_output_retries)
+        put(config, "params", self.params)
+        put(config, "base_priority", self.base_priority)
+        put(config, "priority_step", self.priority_step)
+        put(config, "expected_output_tokens", self.expected_output_tokens)
+        put(config, "final_instruction", self.final_instruction)
+        put(config, "output_spec", self.output_spec)
+        put(config, "output_instruction", self.output_instruction)
+        put(config, "_tools_by_name", self._tools_by_name)
+        put(config, "_final_params", self._final_params)
         return config
 
 
 _RUN_ID = attrs.fields(LoopConfig).run_id
 _PARENT_SESSION_ID = attrs.fields(LoopConfig).parent_session_id
-_SHARED_SLOTS: Final = tuple(
-    a.name
-    for a in attrs.fields(LoopConfig)
-    if a.name not in {"run_id", "session_id", "parent_session_id"}
-)
+_FOR_RUN_FIELDS = 17  # the fields ``LoopConfig._for_run`` sets
+if len(attrs.fields(LoopConfig)) != _FOR_RUN_FIELDS:  # pragma: no cover - a maintenance guard
+    raise InternalError("LoopConfig._for_run must set every field of LoopConfig")
 
 
 # ----------------------------------------------------------------------------- snapshot

@@ -60,7 +60,13 @@ class Slot:
 @attrs.define(eq=False)
 class _Waiter:
     task: trio.lowlevel.Task
-    slot: Slot | None = None
+    queue: SlotQueue[_Waiter]
+
+    def abort(self, _raise_cancel: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
+        # Cancelled before being granted a slot (a granted waiter is never aborted: it has
+        # been rescheduled already).
+        self.queue.withdraw(self)
+        return trio.lowlevel.Abort.SUCCEEDED
 
 
 class SlotLimiter:
@@ -107,14 +113,9 @@ class SlotLimiter:
             slot = self._grant(owner, now, now)
             await trio.lowlevel.cancel_shielded_checkpoint()
             return slot
-        waiter = _Waiter(trio.lowlevel.current_task())
+        waiter = _Waiter(trio.lowlevel.current_task(), self._queue)
         self._queue.enqueue(waiter, priority)
-
-        def abort(_raise_cancel: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
-            self._queue.withdraw(waiter)
-            return trio.lowlevel.Abort.SUCCEEDED
-
-        await trio.lowlevel.wait_task_rescheduled(abort)
+        await trio.lowlevel.wait_task_rescheduled(waiter.abort)
         return self._grant(owner, now, trio.current_time())
 
     def release(

@@ -28,19 +28,19 @@ from collections.abc import Callable
 
 import orjson
 
-from agentcore import (
+from agentcore import ModelParams
+from agentcore._codecs.openai import OpenAICodec
+from agentcore.core import (
     AgentHints,
     AssistantMessage,
     CallModel,
-    ModelParams,
-    SSEDecoder,
     SystemMessage,
     ToolCall,
     ToolMessage,
     ToolSpec,
     UserMessage,
 )
-from agentcore._codec_openai import OpenAICodec
+from agentcore.wire import SSEDecoder
 
 BASE = "http://127.0.0.1:8000/v1"
 

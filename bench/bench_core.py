@@ -13,7 +13,7 @@ Cases (each the median over several samples; CPU time of this thread, in microse
   ``start()``, reply, ``Finish``); and the same with a structured answer (JSON parsed and
   structured into an attrs class).
 - ``snapshot``: a run after 20 tool turns (62 messages): ``snapshot()`` alone, its size
-  through ``agentcore.dumps``, the time of ``dumps`` and of ``loads`` + ``AgentLoop.restore``.
+  through ``agentcore.core.dumps``, the time of ``dumps`` and of ``loads`` + ``AgentLoop.restore``.
 
 Events are built before timing starts: the loop's cost is measured, not the cost of the
 codec that would have produced them.
@@ -35,7 +35,9 @@ from typing import Any
 import attrs
 
 import agentcore
-from agentcore import (
+from agentcore import Usage
+from agentcore._core.schema import json_schema, structure
+from agentcore.core import (
     AgentHints,
     AgentLoop,
     AssistantMessage,
@@ -50,10 +52,8 @@ from agentcore import (
     ToolMessage,
     ToolReturned,
     ToolSpec,
-    Usage,
     UserMessage,
 )
-from agentcore._schema import json_schema, structure
 
 TURNS = 20
 
@@ -203,7 +203,7 @@ def main() -> None:
 
     config, loop = long_run()
     snapshot = loop.snapshot()
-    data = agentcore.dumps(snapshot)
+    data = agentcore.core.dumps(snapshot)
     reps = max(1, runs // 2)
 
     def take_snapshot() -> int:
@@ -213,12 +213,12 @@ def main() -> None:
 
     def dump() -> int:
         for _ in range(reps):
-            agentcore.dumps(loop.snapshot())
+            agentcore.core.dumps(loop.snapshot())
         return reps
 
     def load() -> int:
         for _ in range(reps):
-            AgentLoop.restore(config, agentcore.loads(data, LoopSnapshot))
+            AgentLoop.restore(config, agentcore.core.loads(data, LoopSnapshot))
         return reps
 
     snap_us = cpu_us(take_snapshot, samples)

@@ -64,15 +64,8 @@ CONTENDERS = ("minimal", "agentcore-httpx", "minimal-lean", "agentcore")
 
 
 async def _agentcore(workload: Workload, url: str, slots: int, transport: str) -> dict[str, Any]:
-    from agentcore import (
-        AgentLoop,
-        LoopConfig,
-        ModelParams,
-        SystemMessage,
-        UserMessage,
-        open_driver,
-        tool,
-    )
+    from agentcore import ModelParams, open_driver, tool
+    from agentcore.core import AgentLoop, LoopConfig, SystemMessage, UserMessage
 
     shape = workload.tool
 
@@ -124,8 +117,9 @@ async def _minimal_lean(workload: Workload, url: str, slots: int) -> dict[str, A
     request, hand-built JSON): against ``agentcore`` it isolates what the driver itself costs,
     since both move their bytes through the same transport.
     """
-    from agentcore import HttpRequest, Timeouts
-    from agentcore._transports import make_transport
+    from agentcore import Timeouts
+    from agentcore._transports.factory import make_transport
+    from agentcore.wire import HttpRequest
 
     shape = workload.tool
     endpoint = url.rstrip("/") + "/v1/chat/completions"

@@ -41,10 +41,10 @@ import attrs
 import trio
 
 import agentcore
-from agentcore import AssistantMessage, ToolCall
-from agentcore._model_client import Exchange
 from agentcore._task import compile_job
+from agentcore.core import AssistantMessage, ToolCall
 from agentcore.testing import ScriptedModel
+from agentcore.wire import Exchange
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import fmt, machine, table
@@ -58,7 +58,7 @@ class ForgetfulModel(ScriptedModel):
         super().__init__(policy)
         self.gate = gate
 
-    async def exchange(self, call: agentcore.CallModel) -> Exchange:
+    async def exchange(self, call: agentcore.core.CallModel) -> Exchange:
         if self.gate is not None:
             await self.gate.wait()
         try:
@@ -67,7 +67,7 @@ class ForgetfulModel(ScriptedModel):
             self.calls.clear()
 
 
-def policy(call: agentcore.CallModel) -> AssistantMessage | str:
+def policy(call: agentcore.core.CallModel) -> AssistantMessage | str:
     if any(isinstance(m, AssistantMessage) for m in call.messages):
         return "The record is active."
     record = call.request_id.split("/")[0].rsplit("-", 1)[-1]

@@ -7,7 +7,7 @@ request with the same ~400-byte chat completion. The client process runs N concu
 
 - ``h11-floor``: a bare h11-over-trio loop with no time limits, error mapping, retry or header
   checks (a reference for what h11 and trio cost by themselves, not a transport);
-- ``lean``: :class:`agentcore._transport_lean.LeanTransport`, one connection per slot;
+- ``lean``: :class:`agentcore._transports.lean.LeanTransport`, one connection per slot;
 - ``httpx-shared``: one ``httpx.AsyncClient`` with a pool of N connections;
 - ``httpx-per-slot``: one ``httpx.AsyncClient`` (one connection) per slot.
 
@@ -36,10 +36,10 @@ from typing import cast
 import h11
 import trio
 
-from agentcore import HttpRequest, HttpResponse, Timeouts
-from agentcore._http import Transport
-from agentcore._transport_httpx import HttpxTransport
-from agentcore._transports import make_transport
+from agentcore import Timeouts
+from agentcore._transports.factory import make_transport
+from agentcore._transports.hosted import HttpxTransport
+from agentcore.wire import HttpRequest, HttpResponse, Transport
 
 # ---- the server (separate process) ----
 

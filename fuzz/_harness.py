@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from agentcore._codec import Delta, StreamDecoder
-from agentcore._events import ModelFailed, ModelResponded
+from agentcore._codecs.codec import Delta
+from agentcore.core import ModelFailed, ModelResponded
+from agentcore.wire import StreamDecoder
 
 T = TypeVar("T")
 

@@ -1,4 +1,4 @@
-"""Fuzz target for ``agentcore.loads``.
+"""Fuzz target for ``agentcore.core.loads``.
 
 Invariant checked on every input, for each of ``Event``, ``Effect``, ``Message`` and
 ``LoopSnapshot``: ``loads`` either returns a value or raises ``agentcore.DecodeError``; nothing
@@ -14,7 +14,7 @@ Without it the same command says so and runs a bounded mutation loop over built-
 instead (``--iterations`` and ``--seconds`` bound it). ``--write-seeds DIR`` writes the seeds
 as a starting corpus. ``TestOneInput``, ``check``, ``seeds`` and ``mutate`` are importable
 without atheris; the test suite runs this very target under Hypothesis
-(tests/fuzz/test_fuzz_loads.py).
+(tests/fuzz/test_loads.py).
 """
 
 from __future__ import annotations
@@ -27,43 +27,38 @@ from pathlib import Path
 from typing import Any
 
 import agentcore
-from agentcore import (
+from agentcore import AbortKind, AbortReason, ErrorKind, ModelError, ModelParams, ToolError, Usage
+from agentcore.core import (
     Abort,
-    AbortKind,
-    AbortReason,
     AgentHints,
     AssistantMessage,
     CallModel,
     CallTool,
     CancelRequested,
-    ErrorKind,
     Finish,
-    ModelError,
+    LoopSnapshot,
     ModelFailed,
-    ModelParams,
     ModelResponded,
     OutputSpec,
+    RunState,
     ServerTiming,
     SystemMessage,
     ToolCall,
-    ToolError,
     ToolFailed,
     ToolMessage,
     ToolReturned,
     ToolSpec,
-    Usage,
     UserMessage,
 )
-from agentcore._loop import LoopSnapshot, RunState
 
 if (_HERE := str(Path(__file__).resolve().parent)) not in sys.path:  # when loaded by path
     sys.path.insert(0, _HERE)  # for _harness.py
 from _harness import Target, mutate_bytes
 
 TARGETS: tuple[tuple[str, Any], ...] = (
-    ("Event", agentcore.Event),
-    ("Effect", agentcore.Effect),
-    ("Message", agentcore.Message),
+    ("Event", agentcore.core.Event),
+    ("Effect", agentcore.core.Effect),
+    ("Message", agentcore.core.Message),
     ("LoopSnapshot", LoopSnapshot),
 )
 """The types every input is decoded into."""
@@ -72,7 +67,7 @@ TARGETS: tuple[tuple[str, Any], ...] = (
 def _decode(data: bytes | str, tp: Any) -> tuple[bool, Any]:
     """``(True, value)`` if ``data`` decodes, ``(False, message)`` on ``DecodeError``."""
     try:
-        return True, agentcore.loads(data, tp)
+        return True, agentcore.core.loads(data, tp)
     except agentcore.DecodeError as exc:
         return False, str(exc)
 
@@ -90,11 +85,11 @@ def check(data: bytes) -> None:
             assert _decode(text, tp) == (ok, value), f"{name}: text and bytes disagree"
         if not ok:
             continue
-        encoded = agentcore.dumps(value)
+        encoded = agentcore.core.dumps(value)
         for again_tp in (tp, type(value)):
-            again = agentcore.loads(encoded, again_tp)
+            again = agentcore.core.loads(encoded, again_tp)
             assert again == value, f"{name}: re-decoding changed the value"
-            assert agentcore.dumps(again) == encoded, f"{name}: re-encoding changed the bytes"
+            assert agentcore.core.dumps(again) == encoded, f"{name}: re-encoding changed the bytes"
 
 
 def TestOneInput(data: bytes) -> None:
@@ -153,7 +148,7 @@ def seed_values() -> list[Any]:
 
 def seeds() -> list[bytes]:
     """Valid encodings of :func:`seed_values`, to start mutating from."""
-    return [agentcore.dumps(value) for value in seed_values()]
+    return [agentcore.core.dumps(value) for value in seed_values()]
 
 
 # ----------------------------------------------------------------------------- mutations

@@ -1,4 +1,4 @@
-"""Fuzz target for the incremental SSE decoder (agentcore.SSEDecoder).
+"""Fuzz target for the incremental SSE decoder (agentcore.wire.SSEDecoder).
 
 Invariant checked on every input: the decoder never raises, and feeding a stream whole, in the
 pieces the input chooses, or byte by byte yields the same events and the same ``retry`` value.
@@ -13,7 +13,7 @@ With atheris installed (``pip install atheris``)::
 Without it the same command runs a bounded mutation loop over built-in seed streams
 (``--iterations`` and ``--seconds`` bound it; ``--write-seeds DIR`` writes the seeds as a
 starting corpus). ``TestOneInput`` and ``check`` are importable: the test suite runs this very
-target under Hypothesis (tests/fuzz/test_fuzz_codecs.py).
+target under Hypothesis (tests/fuzz/test_codecs.py).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from agentcore._sse import SSEDecoder, SSEEvent
+from agentcore.wire import SSEDecoder, SSEEvent
 
 if (_HERE := str(Path(__file__).resolve().parent)) not in sys.path:  # when loaded by path
     sys.path.insert(0, _HERE)  # for _harness.py

@@ -13,7 +13,7 @@ With atheris installed (``pip install atheris``; wheels may lag new CPython rele
 Without it the same command runs a bounded mutation loop over built-in seed streams
 (``--iterations`` and ``--seconds`` bound it). ``--write-seeds DIR`` writes the seeds as a
 starting corpus. ``TestOneInput`` and ``check`` are importable, so the test suite exercises
-this very target under Hypothesis (tests/fuzz/test_fuzz_anthropic.py).
+this very target under Hypothesis (tests/fuzz/test_anthropic.py).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from typing import Any
 
 import orjson
 
-from agentcore._codec import Delta
-from agentcore._codec_anthropic import AnthropicCodec
-from agentcore._events import ModelFailed, ModelResponded
+from agentcore._codecs.anthropic import AnthropicCodec
+from agentcore._codecs.codec import Delta
+from agentcore.core import ModelFailed, ModelResponded
 
 if (_HERE := str(Path(__file__).resolve().parent)) not in sys.path:  # when loaded by path
     sys.path.insert(0, _HERE)  # for _harness.py

@@ -15,7 +15,7 @@ Without it the same command runs a bounded mutation loop over built-in seed stre
 Dynamo 1.6.1 captures plus hand-written edge cases); ``--iterations`` and ``--seconds`` bound
 it, ``--write-seeds DIR`` writes the seeds as a starting corpus. ``TestOneInput`` and ``check``
 are importable: the test suite runs this target under Hypothesis
-(tests/fuzz/test_fuzz_codecs.py).
+(tests/fuzz/test_codecs.py).
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from typing import Any
 
 import orjson
 
-from agentcore._codec import Delta
-from agentcore._codec_openai import OpenAICodec
-from agentcore._events import ModelFailed, ModelResponded
+from agentcore._codecs.codec import Delta
+from agentcore._codecs.openai import OpenAICodec
+from agentcore.core import ModelFailed, ModelResponded
 
 if (_HERE := str(Path(__file__).resolve().parent)) not in sys.path:  # when loaded by path
     sys.path.insert(0, _HERE)  # for _harness.py

@@ -1,88 +1,148 @@
-"""The public surface: exactly these names, all defined in private modules, all documented."""
+"""The public surface: one namespace per audience, every public name in exactly one of them.
+
+- ``agentcore``: the batch and driver user (tasks, batches, the driver, tools, result values,
+  exceptions);
+- ``agentcore.core``: the sans-IO loop and its values, for other runtimes;
+- ``agentcore.wire``: HTTP values, codecs, transports, model clients (extension points);
+- ``agentcore.sim``: the simulated backend;
+- ``agentcore.testing``: the testing kit.
+"""
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import pkgutil
+import subprocess
+import sys
 import types
-from typing import Union, get_origin
+
+import pytest
 
 import agentcore
-import agentcore.testing
 
-PUBLIC = {
-    # values of the core
-    "AgentHints", "AssistantMessage", "Message", "ModelParams", "OutputSpec", "ServerTiming",
-    "SystemMessage", "ToolCall", "ToolMessage", "ToolSpec", "Usage", "UserMessage",
-    # events and effects
-    "Abort", "AbortKind", "AbortReason", "CallModel", "CallTool", "CancelRequested", "Effect",
-    "ErrorKind", "Event", "Finish", "ModelError", "ModelFailed", "ModelResponded", "ToolError",
-    "ToolFailed", "ToolReturned",
-    # the loop
-    "AgentLoop", "LoopConfig", "LoopSnapshot", "LoopStatistics", "RunState", "SlotQueue",
-    # errors
-    "AgentcoreError", "ConfigError", "DecodeError", "InternalError", "LocalProtocolError",
-    "RunAborted", "TransportError", "RenderError", "TaskFileError",
-    # serialisation
-    "dumps", "loads",
-    # codecs and backends
-    "Backend", "HttpRequest", "HttpResponse", "SSEDecoder", "SSEEvent", "Timeouts", "backend",
-    # tools
-    "Tool", "tool", "ToolExecutorStatistics", "ToolStatistics",
-    # driver
-    "Driver", "DriverStatistics", "Exchange", "ModelClient", "RequestStats", "Result",
-    "ResultStream", "RetryPolicy", "RunTimings", "SlotStatistics", "Summary", "open_driver",
-    # batch layer
-    "BatchStream", "MapReduceResult", "Task", "load_task", "map_reduce", "open_batch",
-    "run_batch", "warm_prefix",
-    # simulated backend
-    "SimConfig", "SimServer", "SimStatistics", "open_sim_server",
+NAMESPACES = {
+    "agentcore": {
+        # errors
+        "AgentcoreError", "ConfigError", "DecodeError", "InternalError", "RenderError",
+        "TaskFileError",
+        # what a run is configured with and ends with
+        "ModelParams", "Usage", "AbortKind", "AbortReason", "ErrorKind", "ModelError",
+        "ToolError",
+        # tools
+        "Tool", "tool", "ToolExecutorStatistics", "ToolStatistics",
+        # the driver
+        "Driver", "open_driver", "Result", "ResultStream", "RunTimings", "Timeouts",
+        "RetryPolicy", "SlotStatistics", "DriverStatistics", "RequestStats", "Summary",
+        # the batch layer
+        "BatchStream", "MapReduceResult", "map_reduce", "open_batch", "run_batch",
+        "warm_prefix", "Task", "load_task",
+    },
+    "agentcore.core": {
+        "AgentLoop", "LoopConfig", "LoopSnapshot", "LoopStatistics", "RunState",
+        "LocalProtocolError",
+        "Abort", "CallModel", "CallTool", "CancelRequested", "Effect", "Event", "Finish",
+        "ModelFailed", "ModelResponded", "ToolFailed", "ToolReturned",
+        "AgentHints", "AssistantMessage", "Message", "OutputSpec", "ServerTiming",
+        "SystemMessage", "ToolCall", "ToolMessage", "ToolSpec", "UserMessage",
+        "SlotQueue", "dumps", "loads",
+    },
+    "agentcore.wire": {
+        "Backend", "backend", "Codec", "StreamDecoder", "TextDelta", "ToolCallDelta",
+        "HttpRequest", "HttpResponse", "SSEDecoder", "SSEEvent", "Exchange", "ModelClient",
+        "ResponseStream", "Transport", "TransportError",
+    },
+    "agentcore.sim": {
+        "SimConfig", "SimServer", "SimStatistics", "open_sim_server", "run_sim_server",
+    },
+    "agentcore.testing": {"Reply", "ScriptedModel", "VirtualRun", "run_in_virtual_time"},
 }  # fmt: skip
 
-TESTING = {"Reply", "ScriptedModel", "VirtualRun", "run_in_virtual_time"}
+PUBLIC_MODULES = [n for n in NAMESPACES if n != "agentcore"] + ["agentcore.testing.strategies"]
 
 
-def _public(module: types.ModuleType) -> set[str]:
-    return {
+def _module(name: str) -> types.ModuleType:
+    return importlib.import_module(name)
+
+
+@pytest.mark.parametrize("namespace", list(NAMESPACES))
+def test_each_namespace_exports_exactly_its_documented_names(namespace: str) -> None:
+    module = _module(namespace)
+    assert set(module.__all__) == NAMESPACES[namespace]
+    for name in module.__all__:
+        assert getattr(module, name) is not None
+    ours = {
         name
         for name, value in vars(module).items()
-        if not name.startswith("_") and not isinstance(value, types.ModuleType)
+        if not name.startswith("_")
+        and not isinstance(value, types.ModuleType)
+        and getattr(value, "__module__", "").startswith("agentcore")
     }
+    assert ours <= NAMESPACES[namespace], "public-looking names missing from __all__"
 
 
-def test_the_public_surface_is_exactly_the_documented_names() -> None:
-    names = _public(agentcore) - {"annotations"}
-    assert names - PUBLIC == set(), "new public names: add them here deliberately"
-    assert PUBLIC - names == set(), "public names went missing"
+def test_every_public_name_lives_in_exactly_one_namespace() -> None:
+    seen: dict[str, str] = {}
+    for namespace, names in NAMESPACES.items():
+        for name in names:
+            assert name not in seen, f"{name} is exported by {seen[name]} and {namespace}"
+            seen[name] = namespace
 
 
-def test_every_public_object_lives_in_a_private_module() -> None:
-    for name in PUBLIC:
-        value = getattr(agentcore, name)
-        if isinstance(value, types.UnionType) or get_origin(value) is Union:
-            continue  # Message, Event, Effect, ...: unions of public classes
-        module = getattr(value, "__module__", "")
-        assert module.startswith("agentcore._"), f"{name} is defined in {module!r}"
-
-
-def test_every_public_class_and_function_has_a_docstring() -> None:
-    for name in PUBLIC | {f"testing.{n}" for n in TESTING}:
-        holder = agentcore.testing if name.startswith("testing.") else agentcore
-        value = getattr(holder, name.removeprefix("testing."))
+@pytest.mark.parametrize("namespace", list(NAMESPACES))
+def test_public_classes_and_functions_show_their_public_module(namespace: str) -> None:
+    module = _module(namespace)
+    for name in module.__all__:
+        value = getattr(module, name)
         if inspect.isclass(value) or inspect.isfunction(value):
-            assert inspect.getdoc(value), f"{name} has no docstring"
+            assert value.__module__ == namespace, f"{namespace}.{name}: {value.__module__}"
 
 
-def test_the_testing_kit_exports_its_documented_names() -> None:
-    assert set(agentcore.testing.__all__) == TESTING
-    for name in TESTING:
-        assert hasattr(agentcore.testing, name)
+@pytest.mark.parametrize("namespace", list(NAMESPACES))
+def test_every_public_class_and_function_has_a_docstring(namespace: str) -> None:
+    module = _module(namespace)
+    assert inspect.getdoc(module)
+    for name in module.__all__:
+        value = getattr(module, name)
+        if inspect.isclass(value) or inspect.isfunction(value):
+            assert inspect.getdoc(value), f"{namespace}.{name} has no docstring"
 
 
-def test_only_the_package_and_the_testing_kit_are_public_modules() -> None:
+def test_the_lazy_table_and_the_type_checking_imports_agree() -> None:
+    source = inspect.getsource(agentcore)
+    block = source[source.index("if TYPE_CHECKING:") : source.index("__version__")]
+    imported = {
+        line.split(" as ")[1].strip()
+        for line in block.splitlines()
+        if line.strip().startswith("from ")
+    }
+    assert imported == set(agentcore._EXPORTS) == set(agentcore.__all__)
+
+
+def test_an_unknown_attribute_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'AgentLoop'"):
+        agentcore.AgentLoop  # noqa: B018 - it lives in agentcore.core
+
+
+def test_only_the_namespaces_are_public_modules() -> None:
     public = [
         info.name
         for info in pkgutil.walk_packages(agentcore.__path__, "agentcore.")
         if not any(part.startswith("_") for part in info.name.split("."))
     ]
-    assert sorted(public) == ["agentcore.testing", "agentcore.testing.strategies"]
+    assert sorted(public) == sorted(PUBLIC_MODULES)
+
+
+@pytest.mark.parametrize("namespace", ["agentcore", "agentcore.core"])
+def test_importing_the_core_surface_imports_no_io_library_nor_the_simulator(
+    namespace: str,
+) -> None:
+    probe = (
+        f"import sys, {namespace}\n"
+        "heavy = ('trio', 'httpx', 'h11', 'agentcore._sim', 'agentcore._driver')\n"
+        "print(','.join(m for m in heavy if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert out == ""

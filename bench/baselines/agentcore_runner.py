@@ -26,7 +26,8 @@ from typing import Any
 import trio
 
 import agentcore
-from agentcore import AssistantMessage, ModelParams, UserMessage
+from agentcore import ModelParams
+from agentcore.core import AssistantMessage, UserMessage
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import Workload, emit, reply_key, self_cpu, tool_result
@@ -57,7 +58,7 @@ def make_tool(workload: Workload, counter: dict[str, int]) -> agentcore.Tool[...
     return agentcore.tool(cache=True)(function)
 
 
-def replay_annotations(call: agentcore.CallModel) -> list[str]:
+def replay_annotations(call: agentcore.core.CallModel) -> list[str]:
     """The Dynamo replay annotation of a call (see ``_common.reply_key``)."""
     users = [m.content for m in call.messages if isinstance(m, UserMessage)]
     turns = sum(1 for m in call.messages if isinstance(m, AssistantMessage))

@@ -1,116 +1,185 @@
 """agentcore: run many tool-using LLM agents at once against one shared inference backend.
 
-General layout
---------------
-- The sans-IO core (``_messages``, ``_events``, ``_loop``, ``_schema``, ``_serde``): values,
-  events in, effects out. It imports only the standard library, attrs and cattrs.
-- Sans-IO backend codecs (``_sse``, ``_codecs``, ``_backends``): requests to bytes, bytes to
-  replies, per wire dialect.
-- The trio driver and its transports: the only place that performs I/O.
-- The batch layer and the CLI on top; ``agentcore.testing`` for deterministic tests.
+This namespace is the batch and driver user's surface: tasks and batches, the trio driver,
+tools, the values a run is configured with and ends with, and the exceptions. The other
+audiences have their own namespaces:
 
-Every public name is re-exported here explicitly; modules starting with ``_`` are private.
+- :mod:`agentcore.core`: the sans-IO agent loop and its values, for other runtimes;
+- :mod:`agentcore.wire`: HTTP values, codecs, transports and model clients (extension points);
+- :mod:`agentcore.sim`: the embedded simulated backend (``sim://``);
+- :mod:`agentcore.testing`: scripted models, virtual time and Hypothesis strategies.
+
+Every public name lives in exactly one of them. Names here are loaded on first use, so
+``import agentcore.core`` (or ``import agentcore`` alone) pulls in neither trio nor httpx.
+
+General layout of the private modules
+-------------------------------------
+- ``_core/``: the sans-IO core (values, the loop, pure policies): stdlib, attrs, cattrs only.
+- ``_codecs/``: sans-IO wire dialects, requests to bytes and bytes to replies: adds orjson.
+- ``_transports/``: the HTTP transports (trio + h11, httpx): the only code opening sockets.
+- ``_model_client``, ``_slot_limiter``, ``_tool_executor``, ``_tools``: what the driver uses;
+  ``_driver``, ``_requests``, ``_results``, ``_open``: the trio driver, split by concept;
+  ``_stats``, ``_serde``, ``_backends``: statistics, JSON, backend selection.
+- ``_task``, ``_taskfile``, ``_batch``, ``_cli``, ``_demo``: the batch layer and the CLI.
+- ``_sim/``: the simulated backend behind :mod:`agentcore.sim`.
 """
 
-from ._errors import AgentcoreError as AgentcoreError
-from ._errors import ConfigError as ConfigError
-from ._errors import DecodeError as DecodeError
-from ._errors import InternalError as InternalError
-from ._errors import LocalProtocolError as LocalProtocolError
-from ._errors import RunAborted as RunAborted
-from ._errors import TransportError as TransportError
-from ._events import Abort as Abort
-from ._events import AbortKind as AbortKind
-from ._events import AbortReason as AbortReason
-from ._events import CallModel as CallModel
-from ._events import CallTool as CallTool
-from ._events import CancelRequested as CancelRequested
-from ._events import Effect as Effect
-from ._events import ErrorKind as ErrorKind
-from ._events import Event as Event
-from ._events import Finish as Finish
-from ._events import ModelError as ModelError
-from ._events import ModelFailed as ModelFailed
-from ._events import ModelResponded as ModelResponded
-from ._events import ToolError as ToolError
-from ._events import ToolFailed as ToolFailed
-from ._events import ToolReturned as ToolReturned
-from ._http import HttpRequest as HttpRequest
-from ._http import HttpResponse as HttpResponse
-from ._http import Timeouts as Timeouts
-from ._messages import AgentHints as AgentHints
-from ._messages import AssistantMessage as AssistantMessage
-from ._messages import Message as Message
-from ._messages import ModelParams as ModelParams
-from ._messages import OutputSpec as OutputSpec
-from ._messages import ServerTiming as ServerTiming
-from ._messages import SystemMessage as SystemMessage
-from ._messages import ToolCall as ToolCall
-from ._messages import ToolMessage as ToolMessage
-from ._messages import ToolSpec as ToolSpec
-from ._messages import Usage as Usage
-from ._messages import UserMessage as UserMessage
-from ._sse import SSEDecoder as SSEDecoder
-from ._sse import SSEEvent as SSEEvent
+from __future__ import annotations
 
-# ---- sections added per area below (one block each; keep imports explicit: `X as X`) ----
+import importlib
+from typing import TYPE_CHECKING, Any
 
-# serialization
-from ._serde import dumps as dumps
-from ._serde import loads as loads
+if TYPE_CHECKING:
+    # errors
+    from ._core.errors import AgentcoreError as AgentcoreError
+    from ._core.errors import ConfigError as ConfigError
+    from ._core.errors import DecodeError as DecodeError
+    from ._core.errors import InternalError as InternalError
+    from ._task import RenderError as RenderError
+    from ._taskfile import TaskFileError as TaskFileError
 
-# backends (OpenAI-compatible codecs, backend selection)
-from ._backends import backend as backend
-from ._codec import Backend as Backend
+    # what a run is configured with and ends with
+    from ._core.messages import ModelParams as ModelParams
+    from ._core.messages import Usage as Usage
+    from ._core.events import AbortKind as AbortKind
+    from ._core.events import AbortReason as AbortReason
+    from ._core.events import ErrorKind as ErrorKind
+    from ._core.events import ModelError as ModelError
+    from ._core.events import ToolError as ToolError
 
-# tools (@tool decorator)
-from ._tools import Tool as Tool
-from ._tools import tool as tool
+    # tools
+    from ._tools import Tool as Tool
+    from ._tools import tool as tool
+    from ._tool_executor import ToolExecutorStatistics as ToolExecutorStatistics
+    from ._tool_executor import ToolStatistics as ToolStatistics
 
-# batch layer
-from ._batch import BatchStream as BatchStream
-from ._batch import MapReduceResult as MapReduceResult
-from ._batch import map_reduce as map_reduce
-from ._batch import open_batch as open_batch
-from ._batch import run_batch as run_batch
-from ._batch import warm_prefix as warm_prefix
-from ._task import RenderError as RenderError
-from ._task import Task as Task
-from ._taskfile import TaskFileError as TaskFileError
-from ._taskfile import load_task as load_task
+    # the trio driver (docs/driver.md)
+    from ._driver import Driver as Driver
+    from ._open import open_driver as open_driver
+    from ._results import Result as Result
+    from ._results import ResultStream as ResultStream
+    from ._results import RunTimings as RunTimings
+    from ._codecs.http import Timeouts as Timeouts
+    from ._core.retry import RetryPolicy as RetryPolicy
+    from ._slot_limiter import SlotStatistics as SlotStatistics
+    from ._stats import DriverStatistics as DriverStatistics
+    from ._stats import RequestStats as RequestStats
+    from ._stats import Summary as Summary
 
-# tool statistics (part of DriverStatistics)
-from ._tool_executor import ToolExecutorStatistics as ToolExecutorStatistics
-from ._tool_executor import ToolStatistics as ToolStatistics
-
-# pure scheduling policy (also the subject of docs/testing.md)
-from ._slots import SlotQueue as SlotQueue
-
-# the sans-IO agent loop, for runtimes other than the trio driver (docs/embedding.md)
-from ._loop import AgentLoop as AgentLoop
-from ._loop import LoopConfig as LoopConfig
-from ._loop import LoopSnapshot as LoopSnapshot
-from ._loop import LoopStatistics as LoopStatistics
-from ._loop import RunState as RunState
-
-# simulated backend (sim://, docs/sim.md)
-from ._sim import SimConfig as SimConfig
-from ._sim import SimServer as SimServer
-from ._sim import SimStatistics as SimStatistics
-from ._sim import open_sim_server as open_sim_server
-
-# trio driver (slots, retries, cancellation, metrics; docs/driver.md)
-from ._driver import Driver as Driver
-from ._driver import Result as Result
-from ._driver import ResultStream as ResultStream
-from ._driver import RunTimings as RunTimings
-from ._driver import open_driver as open_driver
-from ._model_client import Exchange as Exchange
-from ._model_client import ModelClient as ModelClient
-from ._retry import RetryPolicy as RetryPolicy
-from ._slot_limiter import SlotStatistics as SlotStatistics
-from ._stats import DriverStatistics as DriverStatistics
-from ._stats import RequestStats as RequestStats
-from ._stats import Summary as Summary
+    # the batch layer (docs/batch.md)
+    from ._batch import BatchStream as BatchStream
+    from ._batch import MapReduceResult as MapReduceResult
+    from ._batch import map_reduce as map_reduce
+    from ._batch import open_batch as open_batch
+    from ._batch import run_batch as run_batch
+    from ._batch import warm_prefix as warm_prefix
+    from ._task import Task as Task
+    from ._taskfile import load_task as load_task
 
 __version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    # errors
+    "AgentcoreError": "_core.errors",
+    "ConfigError": "_core.errors",
+    "DecodeError": "_core.errors",
+    "InternalError": "_core.errors",
+    "RenderError": "_task",
+    "TaskFileError": "_taskfile",
+    # what a run is configured with and ends with
+    "ModelParams": "_core.messages",
+    "Usage": "_core.messages",
+    "AbortKind": "_core.events",
+    "AbortReason": "_core.events",
+    "ErrorKind": "_core.events",
+    "ModelError": "_core.events",
+    "ToolError": "_core.events",
+    # tools
+    "Tool": "_tools",
+    "tool": "_tools",
+    "ToolExecutorStatistics": "_tool_executor",
+    "ToolStatistics": "_tool_executor",
+    # the trio driver (docs/driver.md)
+    "Driver": "_driver",
+    "open_driver": "_open",
+    "Result": "_results",
+    "ResultStream": "_results",
+    "RunTimings": "_results",
+    "Timeouts": "_codecs.http",
+    "RetryPolicy": "_core.retry",
+    "SlotStatistics": "_slot_limiter",
+    "DriverStatistics": "_stats",
+    "RequestStats": "_stats",
+    "Summary": "_stats",
+    # the batch layer (docs/batch.md)
+    "BatchStream": "_batch",
+    "MapReduceResult": "_batch",
+    "map_reduce": "_batch",
+    "open_batch": "_batch",
+    "run_batch": "_batch",
+    "warm_prefix": "_batch",
+    "Task": "_task",
+    "load_task": "_taskfile",
+}
+"""Each public name and the private module that defines it."""
+
+_SUBMODULES = frozenset({"core", "sim", "testing", "wire"})
+
+__all__ = [
+    "AbortKind",
+    "AbortReason",
+    "AgentcoreError",
+    "BatchStream",
+    "ConfigError",
+    "DecodeError",
+    "Driver",
+    "DriverStatistics",
+    "ErrorKind",
+    "InternalError",
+    "MapReduceResult",
+    "ModelError",
+    "ModelParams",
+    "RenderError",
+    "RequestStats",
+    "Result",
+    "ResultStream",
+    "RetryPolicy",
+    "RunTimings",
+    "SlotStatistics",
+    "Summary",
+    "Task",
+    "TaskFileError",
+    "Timeouts",
+    "Tool",
+    "ToolError",
+    "ToolExecutorStatistics",
+    "ToolStatistics",
+    "Usage",
+    "load_task",
+    "map_reduce",
+    "open_batch",
+    "open_driver",
+    "run_batch",
+    "tool",
+    "warm_prefix",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # Load a public name's module on first use (PEP 562), and present the object as
+    # ``agentcore.<name>`` in reprs and docs.
+    if name in _SUBMODULES:  # ``agentcore.core.X`` after a bare ``import agentcore``
+        return importlib.import_module(f".{name}", __name__)
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentcore' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    from ._public import publish
+
+    publish(__name__, (name,), {name: value})
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -1,4 +1,4 @@
-"""Backend selection: a URL (or a ready :class:`~agentcore.Backend`) to a configured backend.
+"""Backend selection: a URL (or a ready :class:`~agentcore.wire.Backend`) to a configured backend.
 
 ===============================  =========  ======================================  =========
 URL                              dialect    base URL                                transport
@@ -29,11 +29,11 @@ from collections.abc import Mapping
 from typing import Any, Literal
 from urllib.parse import SplitResult, urlsplit
 
-from ._codec import Backend, Codec
-from ._codec_anthropic import AnthropicCodec
-from ._codec_openai import OpenAICodec
-from ._dialects import DIALECTS
-from ._errors import ConfigError
+from ._codecs.anthropic import AnthropicCodec
+from ._codecs.codec import Backend, Codec
+from ._codecs.dialects import DIALECTS
+from ._codecs.openai import OpenAICodec
+from ._core.errors import ConfigError
 
 __all__ = ["backend"]
 
@@ -55,9 +55,9 @@ def backend(
 
     ::
 
-        agentcore.backend("vllm://127.0.0.1:8000", model="Qwen/Qwen2.5-7B-Instruct")
-        agentcore.backend("dynamo://127.0.0.1:8000", model="m", extra_fields=["timing"])
-        agentcore.backend("http://10.0.0.5:9000/v1", model="m", dialect="sglang")
+        agentcore.wire.backend("vllm://127.0.0.1:8000", model="Qwen/Qwen2.5-7B-Instruct")
+        agentcore.wire.backend("dynamo://127.0.0.1:8000", model="m", extra_fields=["timing"])
+        agentcore.wire.backend("http://10.0.0.5:9000/v1", model="m", dialect="sglang")
 
     Args:
         url_or_backend: a URL (see the table in ``docs/backends.md``) or a configured

@@ -21,13 +21,15 @@ import orjson
 import trio
 
 from ._backends import backend as make_backend
-from ._codec import Backend
-from ._driver import Driver, Result, ResultStream, RunTimings, open_driver
-from ._errors import ConfigError
-from ._events import AbortKind, AbortReason, ModelResponded
-from ._loop import AgentLoop
-from ._messages import Usage
+from ._codecs.codec import Backend
+from ._core.errors import ConfigError
+from ._core.events import AbortKind, AbortReason, ModelResponded
+from ._core.loop import AgentLoop
+from ._core.messages import Usage
+from ._driver import Driver
 from ._model_client import ModelClient
+from ._open import open_driver
+from ._results import Result, ResultStream, RunTimings
 from ._task import RenderError, Task, compile_job, prefix_call
 from ._tools import Tool
 

@@ -22,9 +22,10 @@ import orjson
 import trio
 
 from ._batch import _as_json_value, _default_warm, new_batch_id, open_batch
+from ._core.errors import ConfigError
 from ._demo import demo_inputs, demo_task
-from ._driver import Result, open_driver
-from ._errors import ConfigError
+from ._open import open_driver
+from ._results import Result
 from ._serde import dumps
 from ._sim import SimConfig, run_sim_server
 from ._stats import DriverStatistics

@@ -34,7 +34,7 @@ caller) is not absorbed: it propagates as usual in trio.
 
 Slots
 -----
-The slot limiter (:mod:`agentcore._slot_limiter` over the pure :mod:`agentcore._slots`) is the
+The slot limiter (:mod:`agentcore._slot_limiter` over the pure :mod:`agentcore._core.slots`) is the
 only place that bounds model requests; ``max_inflight`` is a hard cap whatever the policy or
 the adaptive limit does.
 """
@@ -44,176 +44,34 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import AsyncIterator, Iterable
-from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any, Literal
+from contextlib import asynccontextmanager
 
-import attrs
 import trio
 
-from ._backends import backend as make_backend
-from ._codec import Backend
-from ._errors import ConfigError, InternalError, LocalProtocolError
-from ._events import (
+from ._codecs.classify import deadline_error
+from ._core.errors import ConfigError, InternalError, LocalProtocolError
+from ._core.events import (
     Abort,
     AbortKind,
-    AbortReason,
     CallModel,
     CallTool,
     CancelRequested,
     Effect,
-    ErrorKind,
     Event,
     Finish,
-    ModelError,
     ModelFailed,
     ModelResponded,
 )
-from ._http import Timeouts
-from ._loop import AgentLoop, RunState
-from ._messages import Message, Usage
-from ._model_client import HttpModelClient, ModelClient
-from ._retry import RetryPolicy
-from ._sim import open_sim_server
+from ._core.loop import AgentLoop, RunState
+from ._core.retry import RetryPolicy
+from ._model_client import ModelClient
+from ._requests import ModelRequests
+from ._results import Group, Result, ResultStream, Run, RunTimings, Status
 from ._slot_limiter import SlotLimiter
-from ._slots import SlotPolicy
-from ._stats import DriverStatistics, RequestStats, Summary
-from ._tool_executor import ToolExecutor, open_tool_executor
-from ._tools import Tool
-from ._transports import TransportKind, make_transport
+from ._stats import DriverStatistics, Summary
+from ._tool_executor import ToolExecutor
 
-__all__ = ["Driver", "Result", "ResultStream", "RunTimings", "Status", "open_driver"]
-
-Status = Literal["ok", "failed", "cancelled"]
-"""How a run ended: with an output, without one, or because it was cancelled."""
-
-_OVERLOAD_KINDS = frozenset({ErrorKind.RATE_LIMITED, ErrorKind.OVERLOADED})
-_DEFAULT_RETRY = RetryPolicy()
-_DEFAULT_TIMEOUTS = Timeouts()
-
-
-@attrs.frozen
-class RunTimings:
-    """Where the time of one run went. Instants are trio time (``trio.current_time()``)."""
-
-    started: float
-    ended: float
-    model_time: float
-    """Seconds of model exchanges (a slot held), retries included."""
-    tool_time: float
-    """Seconds during which at least one tool call was running."""
-    slot_wait: float
-    """Seconds spent waiting for slots."""
-    ttft: tuple[float | None, ...]
-    """Time to first token of each model request, in order (``None`` when not streamed)."""
-    attempts: int
-    """HTTP exchanges made, retries included."""
-
-    @property
-    def wall(self) -> float:
-        """Seconds from start to end."""
-        return self.ended - self.started
-
-
-@attrs.frozen
-class Result:
-    """How one agent run ended.
-
-    ``status`` is ``"ok"`` when the loop finished with an output, ``"cancelled"`` when the run
-    was cancelled, ``"failed"`` otherwise (model failure, exhausted budgets, deadline); then
-    ``error`` says why.
-    """
-
-    index: int
-    """The run's index (its position in the input of a batch)."""
-    status: Status
-    output: Any
-    """The loop's output (``None`` unless ``status == "ok"``)."""
-    error: AbortReason | None
-    transcript: tuple[Message, ...]
-    usage: Usage
-    timings: RunTimings
-    turns: int
-    """Model requests made (sent at least once)."""
-
-
-@attrs.define(eq=False)
-class _Run:
-    """The mutable bookkeeping of one run, owned by its task."""
-
-    index: int
-    loop: AgentLoop
-    scope: trio.CancelScope
-    started: float
-    cancelled: bool = False
-    pending_model: CallModel | None = None
-    turns: int = 0
-    attempts: int = 0
-    model_time: float = 0.0
-    slot_wait: float = 0.0
-    ttft: list[float | None] = attrs.field(factory=list)
-    tools_running: int = 0
-    tools_since: float = 0.0
-    tool_time: float = 0.0
-
-    def cancel(self) -> None:
-        self.cancelled = True
-        self.scope.cancel()
-
-    def tool_started(self) -> None:
-        if self.tools_running == 0:
-            self.tools_since = trio.current_time()
-        self.tools_running += 1
-
-    def tool_ended(self) -> None:
-        self.tools_running -= 1
-        if self.tools_running == 0:
-            self.tool_time += trio.current_time() - self.tools_since
-
-
-@attrs.define(eq=False)
-class _Group:
-    """Runs that are cancelled together (one batch, or the whole driver)."""
-
-    runs: set[_Run] = attrs.field(factory=set)
-    cancelled: bool = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
-        for run in list(self.runs):
-            run.cancel()
-
-
-class ResultStream:
-    """Results of a batch in completion order; iterate with ``async for``.
-
-    Made by :meth:`Driver.stream`. The iteration ends once every run has reported.
-    """
-
-    def __init__(self, receive: trio.MemoryReceiveChannel[Result], group: _Group) -> None:
-        self._receive = receive
-        self._group = group
-
-    def __aiter__(self) -> ResultStream:
-        return self
-
-    async def __anext__(self) -> Result:
-        try:
-            return await self._receive.receive()
-        except trio.EndOfChannel:
-            raise StopAsyncIteration from None
-
-    def cancel(self) -> None:
-        """End every run of this batch promptly.
-
-        Runs still going (or not started yet) report a ``cancelled`` result; results that
-        finished before stay as they were. Iteration goes on until every run has reported.
-        """
-        self._group.cancel()
-
-    @property
-    def cancelled(self) -> bool:
-        """Whether :meth:`cancel` (or :meth:`Driver.cancel`) was called."""
-        return self._group.cancelled
+__all__ = ["Driver"]
 
 
 def _first_effects(loop: AgentLoop) -> tuple[Effect, ...]:
@@ -224,10 +82,6 @@ def _first_effects(loop: AgentLoop) -> tuple[Effect, ...]:
         # A loop restored from a snapshot resumes with the effects it still awaits.
         return loop.outstanding()
     raise LocalProtocolError(f"the loop cannot be run: it is {state.name}", state=state)
-
-
-def _deadline_error() -> ModelError:
-    return ModelError(kind=ErrorKind.DEADLINE, message="the run's deadline passed")
 
 
 class Driver:
@@ -242,16 +96,12 @@ class Driver:
         retry: RetryPolicy,
         rng: random.Random,
     ) -> None:
-        self._client = client
         self._limiter = limiter
         self._executor = executor
-        self._retry = retry
-        self._random = rng.random
-        self._everything = _Group()
+        self._requests = ModelRequests(client, limiter, retry, rng.random)
+        self._everything = Group()
         self._opened = trio.current_time()
         self._closed_at: float | None = None
-        self._requests: list[RequestStats] = []
-        self._attempts = 0
         self._ends: dict[Status, int] = {"ok": 0, "failed": 0, "cancelled": 0}
 
     @property
@@ -293,7 +143,7 @@ class Driver:
         loop: AgentLoop,
         index: int,
         deadline: float | None,
-        group: _Group | None,
+        group: Group | None,
     ) -> Result:
         run = self._open_run(loop, index, deadline, group)
         end: Finish | Abort | None = None
@@ -306,10 +156,10 @@ class Driver:
         return self._result(run, end)
 
     def _open_run(
-        self, loop: AgentLoop, index: int, deadline: float | None, group: _Group | None
-    ) -> _Run:
+        self, loop: AgentLoop, index: int, deadline: float | None, group: Group | None
+    ) -> Run:
         scope = trio.CancelScope(deadline=math.inf if deadline is None else deadline)
-        run = _Run(index, loop, scope, trio.current_time())
+        run = Run(index, loop, scope, trio.current_time())
         everything = self._everything
         everything.runs.add(run)
         if everything.cancelled:
@@ -320,12 +170,12 @@ class Driver:
                 run.cancel()
         return run
 
-    def _close_run(self, run: _Run, group: _Group | None) -> None:
+    def _close_run(self, run: Run, group: Group | None) -> None:
         self._everything.runs.discard(run)
         if group is not None:
             group.runs.discard(run)
 
-    async def _drive(self, run: _Run, effects: tuple[Effect, ...]) -> Finish | Abort:
+    async def _drive(self, run: Run, effects: tuple[Effect, ...]) -> Finish | Abort:
         loop = run.loop
         while True:
             if len(effects) == 1:
@@ -336,7 +186,7 @@ class Driver:
                 event: Event
                 if isinstance(effect, CallModel):
                     run.pending_model = effect
-                    event = await self._request(effect, run)
+                    event = await self._requests.send(effect, run)
                     run.pending_model = None
                 elif isinstance(effect, CallTool):
                     run.tool_started()
@@ -358,7 +208,7 @@ class Driver:
             effects = await self._perform_parallel(run, calls)
 
     async def _perform_parallel(
-        self, run: _Run, calls: list[CallModel | CallTool]
+        self, run: Run, calls: list[CallModel | CallTool]
     ) -> tuple[Effect, ...]:
         """Perform ``calls`` at once, feeding each outcome to the loop as it arrives.
 
@@ -382,11 +232,11 @@ class Driver:
                 calls = [e for e in effects if isinstance(e, CallModel | CallTool)]
 
     async def _perform_into(
-        self, run: _Run, call: CallModel | CallTool, send: trio.MemorySendChannel[Event]
+        self, run: Run, call: CallModel | CallTool, send: trio.MemorySendChannel[Event]
     ) -> None:
         send.send_nowait(await self._perform(run, call))
 
-    async def _perform(self, run: _Run, call: CallModel | CallTool) -> Event:
+    async def _perform(self, run: Run, call: CallModel | CallTool) -> Event:
         if isinstance(call, CallTool):
             run.tool_started()
             try:
@@ -394,17 +244,17 @@ class Driver:
             finally:
                 run.tool_ended()
         run.pending_model = call
-        event = await self._request(call, run)
+        event = await self._requests.send(call, run)
         run.pending_model = None
         return event
 
-    def _interrupted(self, run: _Run) -> Finish | Abort:
+    def _interrupted(self, run: Run) -> Finish | Abort:
         """Tell the loop why its run stopped; return the effect that ends it."""
         event: Event
         if run.cancelled:
             event = CancelRequested("cancelled")
         elif run.pending_model is not None:
-            event = ModelFailed(run.pending_model.request_id, _deadline_error())
+            event = ModelFailed(run.pending_model.request_id, deadline_error())
         else:
             event = CancelRequested("deadline")
         for effect in run.loop.handle(event):
@@ -412,7 +262,7 @@ class Driver:
                 return effect
         raise InternalError(f"the loop did not end after {event!r}")
 
-    def _result(self, run: _Run, end: Finish | Abort | None) -> Result:
+    def _result(self, run: Run, end: Finish | Abort | None) -> Result:
         if end is None:
             end = self._interrupted(run)
         status: Status
@@ -476,7 +326,7 @@ class Driver:
         """
         if max_active is not None and max_active < 1:
             raise ConfigError(f"max_active must be at least 1, got {max_active}")
-        group = _Group()
+        group = Group()
         send, receive = trio.open_memory_channel[Result](0)
         async with _body_nursery() as nursery:
             nursery.start_soon(self._feed, loops, timeout, max_active, group, send)
@@ -490,7 +340,7 @@ class Driver:
         loops: Iterable[AgentLoop],
         timeout: float | None,
         max_active: int | None,
-        group: _Group,
+        group: Group,
         send: trio.MemorySendChannel[Result],
     ) -> None:
         active = trio.CapacityLimiter(max_active) if max_active is not None else None
@@ -519,7 +369,7 @@ class Driver:
         loop: AgentLoop,
         index: int,
         timeout: float | None,
-        group: _Group,
+        group: Group,
         send: trio.MemorySendChannel[Result],
         active: trio.CapacityLimiter | None,
     ) -> None:
@@ -568,71 +418,8 @@ class Driver:
             The reply, or the final failure.
         """
         with trio.CancelScope(deadline=math.inf if deadline is None else deadline):
-            return await self._request(call, None)
-        return ModelFailed(call.request_id, _deadline_error())
-
-    async def _request(self, call: CallModel, run: _Run | None) -> ModelResponded | ModelFailed:
-        limiter = self._limiter
-        first = trio.current_time()
-        owner = call.request_id if run is None else run.index
-        priority = call.hints.priority
-        attempts = 0
-        slot_wait = 0.0
-        while True:
-            slot = await limiter.acquire(owner, priority)
-            attempts += 1
-            self._attempts += 1
-            if run is not None and attempts == 1:
-                run.turns += 1
-            slot_wait += slot.wait
-            try:
-                exchange = await self._client.exchange(call)
-            except BaseException:
-                limiter.release(slot)
-                raise
-            now = trio.current_time()
-            latency = now - slot.granted_at
-            event = exchange.event
-            if isinstance(event, ModelFailed):
-                limiter.release(slot, overloaded=event.error.kind in _OVERLOAD_KINDS, now=now)
-            else:
-                limiter.release(slot, succeeded=True, now=now)
-            if run is not None:
-                run.attempts += 1
-                run.model_time += latency
-                run.slot_wait += slot.wait
-            if isinstance(event, ModelResponded):
-                break
-            deadline = trio.current_effective_deadline()
-            wait = self._retry.delay(
-                attempt=attempts,
-                error=event.error,
-                elapsed=now - first,
-                random=self._random,
-                remaining=None if deadline == math.inf else deadline - now,
-            )
-            if wait is None:
-                break
-            await trio.sleep(wait)
-        if run is not None:
-            run.ttft.append(exchange.ttft)
-        usage = event.usage if isinstance(event, ModelResponded) else Usage()
-        self._requests.append(
-            RequestStats(  # positional: this runs once per model request
-                call.request_id,
-                None if run is None else run.index,
-                attempts,
-                slot_wait,
-                latency,
-                now - first,
-                exchange.ttft,
-                usage.prompt_tokens,
-                usage.completion_tokens,
-                usage.cached_tokens,
-                event.error.kind if isinstance(event, ModelFailed) else None,
-            )
-        )
-        return event
+            return await self._requests.send(call, None)
+        return ModelFailed(call.request_id, deadline_error())
 
     # ------------------------------------------------------------------------ metrics
 
@@ -640,7 +427,7 @@ class Driver:
         """Everything measured since the driver opened, as a frozen value."""
         now = trio.current_time() if self._closed_at is None else self._closed_at
         wall = now - self._opened
-        requests = tuple(self._requests)
+        requests = tuple(self._requests.requests)
         known = [r for r in requests if r.cached_tokens is not None]
         known_prompt = sum(r.prompt_tokens for r in known)
         cached = sum(r.cached_tokens or 0 for r in known)
@@ -654,7 +441,7 @@ class Driver:
             runs_failed=self._ends["failed"],
             runs_cancelled=self._ends["cancelled"],
             requests=requests,
-            attempts=self._attempts,
+            attempts=self._requests.attempts,
             failed_requests=sum(1 for r in requests if r.error is not None),
             latency=Summary.of(r.latency for r in requests),
             ttft=Summary.of(r.ttft for r in requests if r.ttft is not None),
@@ -687,150 +474,5 @@ async def _body_nursery() -> AsyncIterator[trio.Nursery]:
         except BaseException as exc:  # re-raised below, once the nursery is closed
             raised = exc
             nursery.cancel_scope.cancel()
-    if raised is not None:
-        raise raised
-
-
-# ---------------------------------------------------------------------------- opening
-
-
-def _check_choice(name: str, value: object, allowed: tuple[object, ...]) -> None:
-    if value not in allowed:
-        choices = ", ".join(repr(a) for a in allowed)
-        raise ConfigError(f"{name} must be one of {choices}; got {value!r}")
-
-
-async def _open_client(
-    stack: AsyncExitStack,
-    target: str | Backend,
-    *,
-    model: str,
-    max_inflight: int,
-    stream: bool | None,
-    timeouts: Timeouts,
-    transport: TransportKind | None,
-    api_key: str | None,
-    options: dict[str, Any],
-) -> ModelClient:
-    configured = make_backend(target, model=model, api_key=api_key, **options)
-    if configured.name == "sim":
-        # The embedded simulator: start it on a free loopback port, then talk to it as an
-        # OpenAI-compatible server in the ``sim`` dialect with the same options.
-        config = configured.options.get("config")
-        server = await stack.enter_async_context(open_sim_server(port=0, config=config))
-        rest = {k: v for k, v in configured.options.items() if k != "config"}
-        configured = make_backend(server.url, model=model, api_key=api_key, dialect="sim", **rest)
-    kind = configured.transport if transport is None else transport
-    _check_choice("transport", kind, ("lean", "httpx"))
-    moved = make_transport(configured.base_url, kind=kind, max_connections=max_inflight)
-    client = HttpModelClient(
-        configured.codec,
-        moved,
-        timeouts=timeouts,
-        stream=configured.stream if stream is None else stream,
-    )
-    stack.push_async_callback(client.aclose)
-    return client
-
-
-@asynccontextmanager
-async def open_driver(
-    backend: str | Backend | ModelClient,
-    *,
-    model: str = "",
-    max_inflight: int = 32,
-    slot_policy: SlotPolicy = "fifo",
-    adaptive: bool = False,
-    tools: Iterable[Tool[..., Any]] = (),
-    stream: bool | None = None,
-    retry: RetryPolicy = _DEFAULT_RETRY,
-    timeouts: Timeouts = _DEFAULT_TIMEOUTS,
-    transport: TransportKind | None = None,
-    api_key: str | None = None,
-    seed: int | None = None,
-    **backend_options: Any,
-) -> AsyncIterator[Driver]:
-    """Open a driver: a slot limiter, a tool executor and a model client for one backend.
-
-    ::
-
-        async with agentcore.open_driver("vllm://127.0.0.1:8000", model="m") as driver:
-            result = await driver.run(loop)
-
-    Args:
-        backend: a backend URL (``vllm://host:port``, ``sim://``...), a configured
-            :class:`~agentcore._codec.Backend`, or any model client (for example a
-            ``ScriptedModel``; it stays the caller's to close).
-        model: the model name sent to the backend.
-        max_inflight: the hard cap on model requests in flight (inference slots); also the
-            number of connections the transport keeps.
-        slot_policy: ``"fifo"``, or ``"priority"`` to serve the highest ``hints.priority``
-            first.
-        adaptive: shrink the slot limit when the server signals overload and grow it back
-            on success (never above ``max_inflight``).
-        tools: the tools agents may call (made with :func:`agentcore.tool`).
-        stream: stream replies (``None``: the backend's default). Needed for time to first
-            token.
-        retry: the retry policy for failed model requests.
-        timeouts: transport time limits per exchange.
-        transport: ``"lean"`` or ``"httpx"`` (``None``: the backend's default).
-        api_key: the API key for hosted backends.
-        seed: seeds the back-off jitter, for reproducible schedules.
-        **backend_options: dialect options passed to :func:`agentcore.backend`.
-
-    Yields:
-        The :class:`Driver`. Leaving the block closes the tool executor and the transport.
-
-    Raises:
-        ConfigError: an invalid option or backend.
-    """
-    if isinstance(max_inflight, bool) or not isinstance(max_inflight, int) or max_inflight < 1:
-        raise ConfigError(f"max_inflight must be a positive integer, got {max_inflight!r}")
-    _check_choice("slot_policy", slot_policy, ("fifo", "priority"))
-    # The tool executor keeps a nursery open around our ``yield``; an exception of the
-    # caller's block is taken out before it would be wrapped in an exception group there,
-    # and re-raised as itself once everything is closed.
-    raised: BaseException | None = None
-    async with AsyncExitStack() as stack:
-        client: ModelClient
-        if isinstance(backend, str | Backend):
-            client = await _open_client(
-                stack,
-                backend,
-                model=model,
-                max_inflight=max_inflight,
-                stream=stream,
-                timeouts=timeouts,
-                transport=transport,
-                api_key=api_key,
-                options=backend_options,
-            )
-        elif isinstance(backend, ModelClient):
-            given = (("stream", stream), ("transport", transport), ("api_key", api_key))
-            extras = [name for name, value in given if value is not None]
-            extras += list(backend_options)
-            if extras:
-                raise ConfigError(
-                    f"{', '.join(extras)} apply to backends given by URL, not to a model client"
-                )
-            client = backend
-        else:
-            raise ConfigError(
-                f"expected a backend URL, a Backend or a model client; got {backend!r}"
-            )
-        executor = await stack.enter_async_context(open_tool_executor(tools))
-        driver = Driver(
-            client=client,
-            limiter=SlotLimiter(max_inflight, policy=slot_policy, adaptive=adaptive),
-            executor=executor,
-            retry=retry,
-            rng=random.Random(seed),
-        )
-        try:
-            yield driver
-        except BaseException as exc:  # re-raised below, once everything is closed
-            raised = exc
-        finally:
-            driver._close()
     if raised is not None:
         raise raised

@@ -3,7 +3,7 @@
 A :class:`ModelClient` performs exactly one attempt and never raises for a failing server or
 network: every failure comes back as a ``ModelFailed`` event carrying a classified
 :class:`~agentcore.ModelError`. The driver wraps each attempt in an inference slot and decides
-about retries (:mod:`agentcore._retry`), so the slot is held only while the exchange runs and
+about retries (:mod:`agentcore._core.retry`), so the slot is held only while the exchange runs and
 never during a back-off sleep.
 
 :class:`HttpModelClient` is codec + transport: the codec encodes the request and decodes the
@@ -18,11 +18,12 @@ from typing import Protocol, runtime_checkable
 import attrs
 import trio
 
-from ._classify import connection_error, truncated_stream
-from ._codec import Codec, Delta, TextDelta
-from ._errors import AgentcoreError, TransportError
-from ._events import CallModel, ErrorKind, ModelError, ModelFailed, ModelResponded
-from ._http import Timeouts, Transport
+from ._codecs.classify import connection_error, truncated_stream
+from ._codecs.codec import Codec, Delta, TextDelta
+from ._codecs.http import Timeouts
+from ._core.errors import AgentcoreError, TransportError
+from ._core.events import CallModel, ErrorKind, ModelError, ModelFailed, ModelResponded
+from ._transports.protocol import Transport
 
 __all__ = ["Exchange", "HttpModelClient", "ModelClient"]
 
@@ -42,7 +43,7 @@ class ModelClient(Protocol):
     """Performs model exchanges. Implementations never raise for server or network failures.
 
     :class:`HttpModelClient` speaks HTTP through a codec and a transport;
-    :class:`~agentcore._scripted.ScriptedModel` answers in process for tests.
+    :class:`~agentcore.testing._scripted.ScriptedModel` answers in process for tests.
     """
 
     async def exchange(self, call: CallModel) -> Exchange:

@@ -69,8 +69,8 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 from cattrs.preconf.orjson import OrjsonConverter, make_converter
 from cattrs.v import format_exception, transform_error
 
-from ._errors import DecodeError
-from ._events import (
+from ._core.errors import DecodeError
+from ._core.events import (
     Abort,
     CallModel,
     CallTool,
@@ -83,7 +83,7 @@ from ._events import (
     ToolFailed,
     ToolReturned,
 )
-from ._messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
+from ._core.messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
 
 __all__ = ["dumps", "loads"]
 
@@ -152,7 +152,7 @@ def _type_name(tp: Any) -> str:
         return named
     if isinstance(tp, type) and not get_args(tp):
         return tp.__name__
-    return repr(tp).replace("agentcore._messages.", "").replace("agentcore._events.", "")
+    return repr(tp).replace("agentcore._core.messages.", "").replace("agentcore._core.events.", "")
 
 
 def _is_hashable(value: object) -> bool:
@@ -224,10 +224,10 @@ def _is_enum(tp: Any) -> bool:
 
 def _code_fields(cl: type) -> dict[str, Any]:
     """cattrs overrides omitting fields that hold code (``Callable`` with a default)."""
-    hints = typing.get_type_hints(cl)
+    attrs.resolve_types(cl)  # at once, a no-op when done before (see agentcore._public)
     omitted: dict[str, Any] = {}
     for field in attrs.fields(cl):
-        hint = hints.get(field.name)
+        hint = field.type
         is_callable = hint is Callable or get_origin(hint) is Callable
         if is_callable and field.default is not attrs.NOTHING:
             omitted[field.name] = override(omit=True)
@@ -584,7 +584,7 @@ def _structure_hook(tp: Any) -> Callable[[Any, Any], Any]:
     try:
         return _converter.get_structure_hook(tp)
     except Exception as exc:  # unsupported or unresolvable type: a programming error
-        raise TypeError(f"agentcore.loads cannot decode into {tp!r}: {exc}") from exc
+        raise TypeError(f"agentcore.core.loads cannot decode into {tp!r}: {exc}") from exc
 
 
 # ----------------------------------------------------------------------------- public API
@@ -625,8 +625,8 @@ def loads(data: bytes | str, tp: Any, *, output_type: Any = None) -> Any: ...
 def loads(data: bytes | str, tp: Any, *, output_type: Any = None) -> Any:
     """Decode JSON produced by :func:`dumps` into ``tp``.
 
-    ``tp`` may be a class (``ModelResponded``), a union (``agentcore.Event``,
-    ``agentcore.Effect``, ``agentcore.Message``) or a generic alias such as
+    ``tp`` may be a class (``ModelResponded``), a union (``agentcore.core.Event``,
+    ``agentcore.core.Effect``, ``agentcore.core.Message``) or a generic alias such as
     ``tuple[Message, ...]``. Decoding is strict (no coercion, no unknown keys).
 
     ``Finish.output`` is ``Any``: it comes back as its JSON form (an attrs output as a dict,
@@ -649,7 +649,7 @@ def loads(data: bytes | str, tp: Any, *, output_type: Any = None) -> Any:
         TypeError: ``data`` is not bytes or text, or no decoder can be built for ``tp``.
     """
     if not isinstance(data, (bytes, bytearray, memoryview, str)):
-        raise TypeError(f"agentcore.loads expects bytes or str, got {type(data).__name__}")
+        raise TypeError(f"agentcore.core.loads expects bytes or str, got {type(data).__name__}")
     hook = _structure_hook(tp)
     try:
         raw = _converter.loads(data, Any)

@@ -1,7 +1,7 @@
 """The trio side of the inference-slot limiter: parks and wakes tasks as ``SlotQueue`` decides.
 
 All decisions (who goes next, how many slots exist, how the adaptive limit moves) are made by
-the pure objects in :mod:`agentcore._slots`; this module only parks the waiting task, wakes
+the pure objects in :mod:`agentcore._core.slots`; this module only parks the waiting task, wakes
 the tasks the queue granted a slot to, and keeps time-based statistics.
 
 A granted waiter is rescheduled directly (``trio.lowlevel.reschedule``), so a slot handed to a
@@ -17,7 +17,7 @@ from collections.abc import Hashable
 import attrs
 import trio
 
-from ._slots import AdaptiveLimit, SlotPolicy, SlotQueue
+from ._core.slots import AdaptiveLimit, SlotPolicy, SlotQueue
 
 __all__ = ["Slot", "SlotLimiter", "SlotStatistics"]
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from ._events import ErrorKind
+from ._core.events import ErrorKind
 from ._slot_limiter import SlotStatistics
 from ._tool_executor import ToolExecutorStatistics
 

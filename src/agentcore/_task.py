@@ -20,10 +20,11 @@ from typing import Any
 
 import attrs
 
-from ._errors import ConfigError
-from ._events import CallModel
-from ._loop import AgentLoop, LoopConfig
-from ._messages import Message, ModelParams, SystemMessage, UserMessage
+from ._core.config import LoopConfig
+from ._core.errors import ConfigError
+from ._core.events import CallModel
+from ._core.loop import AgentLoop
+from ._core.messages import Message, ModelParams, SystemMessage, UserMessage
 from ._tools import Tool
 
 __all__ = ["RenderError", "Task", "compile_job", "prefix_call", "render_prompt"]

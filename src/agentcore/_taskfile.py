@@ -34,8 +34,8 @@ from typing import Any, Literal, Optional
 
 import attrs
 
-from ._errors import ConfigError
-from ._messages import ModelParams
+from ._core.errors import ConfigError
+from ._core.messages import ModelParams
 from ._task import Task
 from ._tools import Tool
 

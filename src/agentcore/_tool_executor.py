@@ -55,10 +55,10 @@ import attrs
 import cattrs
 import trio
 
-from ._errors import ConfigError
-from ._events import CallTool, ToolError, ToolFailed, ToolReturned
-from ._schema import ValidationFailed
-from ._singleflight import SingleflightTable, tool_key
+from ._core.errors import ConfigError
+from ._core.events import CallTool, ToolError, ToolFailed, ToolReturned
+from ._core.schema import ValidationFailed
+from ._core.singleflight import SingleflightTable, tool_key
 from ._tools import Tool, encode_result
 
 __all__ = [
@@ -307,7 +307,7 @@ class ToolExecutor:
         """Run one tool call and report its outcome for ``effect.call_id``.
 
         Never raises for anything the tool or the model did: unknown tools, invalid
-        arguments, exceptions and timeouts come back as :class:`~agentcore.ToolFailed`.
+        arguments, exceptions and timeouts come back as :class:`~agentcore.core.ToolFailed`.
 
         Args:
             effect: the call; ``arguments`` are validated again against the tool's schema.

@@ -6,9 +6,9 @@ builds three things from them:
 - an attrs class with one field per parameter (its *arguments type*): the annotation is the
   field type, the default is the field default, and the docstring's ``Args:`` entry becomes
   the field's ``description`` metadata;
-- a :class:`~agentcore.ToolSpec` whose JSON schema is derived from that class and whose
+- a :class:`~agentcore.core.ToolSpec` whose JSON schema is derived from that class and whose
   validator structures model-supplied JSON into an instance of it. Schema and validation come
-  from the same type through :mod:`agentcore._schema`, so they cannot drift apart;
+  from the same type through :mod:`agentcore._core.schema`, so they cannot drift apart;
 - frozen :class:`ToolOptions` (caching, coalescing, timeout, concurrency and rate limits) that
   the tool executor honours.
 
@@ -30,9 +30,9 @@ from typing import Any, Generic, ParamSpec, TypeVar, final, overload
 import attrs
 import cattrs.preconf.orjson
 
-from ._errors import ConfigError
-from ._messages import ToolSpec
-from ._schema import json_schema, structure
+from ._core.errors import ConfigError
+from ._core.messages import ToolSpec
+from ._core.schema import json_schema, structure
 
 __all__ = ["Tool", "ToolOptions", "encode_result", "tool"]
 
@@ -410,7 +410,7 @@ def tool(
                 k: number of hits.
             \"\"\"
 
-    Every parameter needs a type annotation that :func:`agentcore._schema.json_schema`
+    Every parameter needs a type annotation that :func:`agentcore._core.schema.json_schema`
     supports; ``*args`` and ``**kwargs`` are not allowed. The docstring's text before its
     first section is the tool's description; its ``Args:`` entries describe the parameters.
     A ``str`` result is shown to the model as is; any other result is encoded as JSON

@@ -6,7 +6,8 @@ import attrs
 import pytest
 
 import agentcore
-from agentcore._task import RenderError, Task, compile_job, prefix_call, render_prompt
+from agentcore import RenderError, Task
+from agentcore._task import compile_job, prefix_call, render_prompt
 
 
 @agentcore.tool
@@ -26,9 +27,9 @@ class Report:
     bugs: int
 
 
-def _first_call(loop: agentcore.AgentLoop) -> agentcore.CallModel:
+def _first_call(loop: agentcore.core.AgentLoop) -> agentcore.core.CallModel:
     (call,) = loop.start()
-    assert isinstance(call, agentcore.CallModel)
+    assert isinstance(call, agentcore.core.CallModel)
     return call
 
 
@@ -43,7 +44,7 @@ TASK = Task(
 def test_shared_prefix_is_byte_identical_across_jobs() -> None:
     inputs = [{"source": "x = 1", "path": "a.py"}, {"source": "def f(): pass", "path": "b.py"}]
     calls = [_first_call(compile_job(TASK, v, run_id=f"b-{i}")) for i, v in enumerate(inputs)]
-    codec = agentcore.backend("vllm://127.0.0.1:1", model="m").codec
+    codec = agentcore.wire.backend("vllm://127.0.0.1:1", model="m").codec
     bodies = [codec.encode(c).body for c in calls]
     shared = TASK.prefix_text
     # Everything up to the per-input text is the same bytes in every request body.
@@ -67,7 +68,7 @@ def test_prefix_call_carries_the_same_system_and_tools_as_the_jobs() -> None:
     assert warm.params.max_tokens == 1
     assert warm.hints.final is False
     user = warm.messages[-1]
-    assert isinstance(user, agentcore.UserMessage)
+    assert isinstance(user, agentcore.core.UserMessage)
     assert user.content == TASK.prefix_text
 
 

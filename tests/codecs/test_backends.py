@@ -6,12 +6,13 @@ import json
 from typing import Any
 
 import pytest
-from openai_codec_helpers import tool_turn_call
 
 import agentcore
-from agentcore import Backend, ConfigError, backend
-from agentcore._codec_anthropic import AnthropicCodec
-from agentcore._codec_openai import OpenAICodec
+from agentcore import ConfigError
+from agentcore._codecs.anthropic import AnthropicCodec
+from agentcore._codecs.openai import OpenAICodec
+from agentcore.wire import Backend, backend
+from tests.codecs.openai_helpers import tool_turn_call
 
 
 @pytest.fixture(autouse=True)
@@ -53,8 +54,8 @@ def test_url_selects_dialect_base_url_and_transport(
 
 
 def test_backend_is_exported() -> None:
-    assert agentcore.backend is backend
-    assert agentcore.Backend is Backend
+    assert agentcore.wire.backend is backend
+    assert agentcore.wire.Backend is Backend
 
 
 def test_openai_scheme_uses_the_environment_key(monkeypatch: pytest.MonkeyPatch) -> None:

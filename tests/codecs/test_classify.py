@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentcore import ErrorKind
-from agentcore._classify import (
+from agentcore._codecs.classify import (
     MAX_MESSAGE_CHARS,
     classify_http_error,
     classify_status,

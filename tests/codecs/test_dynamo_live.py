@@ -16,20 +16,19 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from openai_codec_helpers import CLOCK, SYSTEM, WEATHER
 
-from agentcore import (
+from agentcore import ErrorKind, ModelParams
+from agentcore._codecs.openai import OpenAICodec
+from agentcore.core import (
     AgentHints,
     CallModel,
-    ErrorKind,
-    HttpRequest,
     ModelFailed,
-    ModelParams,
     ModelResponded,
     OutputSpec,
     UserMessage,
 )
-from agentcore._codec_openai import OpenAICodec
+from agentcore.wire import HttpRequest
+from tests.codecs.openai_helpers import CLOCK, SYSTEM, WEATHER
 
 pytestmark = pytest.mark.dynamo
 

@@ -8,17 +8,10 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from openai_codec_helpers import codec, dynamo_fixture
 
-from agentcore import (
-    AssistantMessage,
-    ErrorKind,
-    ModelFailed,
-    ModelResponded,
-    ServerTiming,
-    ToolCall,
-    Usage,
-)
+from agentcore import ErrorKind, Usage
+from agentcore.core import AssistantMessage, ModelFailed, ModelResponded, ServerTiming, ToolCall
+from tests.codecs.openai_helpers import codec, dynamo_fixture
 
 JSON = (("content-type", "application/json"),)
 

@@ -9,7 +9,19 @@ from typing import Any
 
 import orjson
 import pytest
-from openai_codec_helpers import (
+
+from agentcore import ConfigError, ModelParams
+from agentcore._codecs.dialects import DYNAMO_APIS, dynamo_api
+from agentcore._codecs.openai import OpenAICodec
+from agentcore.core import (
+    AgentHints,
+    AssistantMessage,
+    CallModel,
+    OutputSpec,
+    ToolSpec,
+    UserMessage,
+)
+from tests.codecs.openai_helpers import (
     CLOCK,
     SYSTEM,
     WEATHER,
@@ -17,19 +29,6 @@ from openai_codec_helpers import (
     dynamo_request,
     tool_turn_call,
 )
-
-from agentcore import (
-    AgentHints,
-    AssistantMessage,
-    CallModel,
-    ConfigError,
-    ModelParams,
-    OutputSpec,
-    ToolSpec,
-    UserMessage,
-)
-from agentcore._codec_openai import OpenAICodec
-from agentcore._dialects import DYNAMO_APIS, dynamo_api
 
 REPORT = OutputSpec(
     "Report",

@@ -5,7 +5,11 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from openai_codec_helpers import (
+
+from agentcore import ErrorKind, Usage
+from agentcore.core import AssistantMessage, ModelFailed, ModelResponded, ServerTiming, ToolCall
+from agentcore.wire import TextDelta, ToolCallDelta
+from tests.codecs.openai_helpers import (
     bytewise,
     chunk,
     codec,
@@ -16,17 +20,6 @@ from openai_codec_helpers import (
     split_at,
     sse,
 )
-
-from agentcore import (
-    AssistantMessage,
-    ErrorKind,
-    ModelFailed,
-    ModelResponded,
-    ServerTiming,
-    ToolCall,
-    Usage,
-)
-from agentcore._codec import TextDelta, ToolCallDelta
 
 STREAM_FIXTURES = [
     "text-stream.sse",

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from openai_codec_helpers import bytewise, split_at
 
-from agentcore import SSEDecoder, SSEEvent
+from agentcore.wire import SSEDecoder, SSEEvent
+from tests.codecs.openai_helpers import bytewise, split_at
 
 
 def decode_whole(data: bytes) -> list[SSEEvent]:

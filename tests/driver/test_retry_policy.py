@@ -6,8 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentcore import ErrorKind, ModelError
-from agentcore._retry import RetryPolicy
+from agentcore import ErrorKind, ModelError, RetryPolicy
 
 RATE_LIMITED = ModelError(ErrorKind.RATE_LIMITED, "slow down", status=429, retryable=True)
 BAD_REQUEST = ModelError(ErrorKind.BAD_REQUEST, "no", status=400, retryable=False)

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentcore._slots import AdaptiveLimit, SlotQueue
+from agentcore._core.slots import AdaptiveLimit
+from agentcore.core import SlotQueue
 
 
 class Waiter:

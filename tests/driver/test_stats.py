@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentcore._stats import Summary, percentile
+from agentcore import Summary
+from agentcore._stats import percentile
 
 
 def test_percentile_of_nothing_is_none() -> None:

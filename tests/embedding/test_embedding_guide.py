@@ -20,14 +20,13 @@ import httpx
 import pytest
 
 import agentcore
-from agentcore import (
+from agentcore import AbortKind, ErrorKind
+from agentcore.core import (
     Abort,
-    AbortKind,
     AgentLoop,
     AssistantMessage,
     CallModel,
     CallTool,
-    ErrorKind,
     Event,
     Finish,
     LoopConfig,
@@ -176,7 +175,7 @@ def test_durable_steps_finish_and_record_the_typed_output(guide: dict[str, Any])
     finish = _assert_typed_finish(guide, guide["end"])
     _assert_tools_really_ran(finish, guide["BLOCKING_TOOLS"])
     stored = guide["store"]["durable-1/end"]
-    recorded = agentcore.loads(stored, Finish, output_type=guide["Verdict"])
+    recorded = agentcore.core.loads(stored, Finish, output_type=guide["Verdict"])
     assert recorded == finish
 
 
@@ -233,7 +232,7 @@ def test_a_failing_tool_is_reported_to_the_model_and_the_run_finishes(
 def test_an_unreachable_backend_ends_the_run_with_a_connection_error(
     guide: dict[str, Any], runtime: str
 ) -> None:
-    backend = agentcore.backend(f"http://127.0.0.1:{_closed_port()}/v1", model="m")
+    backend = agentcore.wire.backend(f"http://127.0.0.1:{_closed_port()}/v1", model="m")
     tools = guide["BLOCKING_TOOLS"]
     loop = AgentLoop(_config(f"unreachable-{runtime}", tools), guide["MESSAGES"])
     abort = _run(guide, runtime, loop, backend.codec, tools)
@@ -248,7 +247,7 @@ def test_an_unreachable_backend_ends_the_run_with_a_connection_error(
 def test_an_error_status_is_classified_by_the_codec(
     guide: dict[str, Any], backend_url: str, runtime: str
 ) -> None:
-    backend = agentcore.backend(f"{backend_url}/no-such-api", model="agentcore-sim")
+    backend = agentcore.wire.backend(f"{backend_url}/no-such-api", model="agentcore-sim")
     tools = guide["BLOCKING_TOOLS"]
     loop = AgentLoop(_config(f"not-found-{runtime}", tools), guide["MESSAGES"])
     abort = _run(guide, runtime, loop, backend.codec, tools)
@@ -341,7 +340,7 @@ def test_a_crash_before_recording_repeats_only_the_owed_effect(guide: dict[str, 
     guide["begin"](store, config, guide["MESSAGES"])
 
     def owed() -> CallModel | CallTool:
-        snapshot = agentcore.loads(store["durable-crash"], LoopSnapshot)
+        snapshot = agentcore.core.loads(store["durable-crash"], LoopSnapshot)
         effect = AgentLoop.restore(config, snapshot).outstanding()[0]
         assert isinstance(effect, CallModel | CallTool)
         return effect

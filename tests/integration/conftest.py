@@ -13,7 +13,6 @@ also on failure.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,9 +20,7 @@ from typing import Any
 import attrs
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from dynamo_helpers import SCRIPT, STACK
+from tests.integration.dynamo_helpers import SCRIPT, STACK
 
 REQUIRED = os.environ.get("AGENTCORE_DYNAMO", "").lower() in ("1", "true", "yes", "require")
 

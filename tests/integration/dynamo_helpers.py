@@ -52,18 +52,18 @@ SCRIPT: dict[str, Any] = {
 _SCENARIO = re.compile(r"Scenario: (\w+)\.")
 
 
-def replay_key(call: agentcore.CallModel) -> str | None:
+def replay_key(call: agentcore.core.CallModel) -> str | None:
     """The scripted reply for ``call``: ``<scenario>-<assistant turns so far>``."""
     for message in call.messages:
-        if isinstance(message, agentcore.UserMessage):
+        if isinstance(message, agentcore.core.UserMessage):
             found = _SCENARIO.search(message.content)
             if found:
-                turns = sum(isinstance(m, agentcore.AssistantMessage) for m in call.messages)
+                turns = sum(isinstance(m, agentcore.core.AssistantMessage) for m in call.messages)
                 return f"{found.group(1)}-{turns}"
     return None
 
 
-def replay_annotations(call: agentcore.CallModel) -> list[str]:
+def replay_annotations(call: agentcore.core.CallModel) -> list[str]:
     """The ``annotations`` hook of the dynamo backend: select the call's scripted reply."""
     key = replay_key(call)
     return [] if key is None else [f"output_replay_id:{key}"]

@@ -16,22 +16,19 @@ import httpx
 import orjson
 import pytest
 import trio
-from dynamo_helpers import MODEL, SCRIPT, STACK, replay_annotations
 
 import agentcore
-from agentcore import (
-    AbortKind,
+from agentcore import AbortKind, ErrorKind, ModelParams, RetryPolicy
+from agentcore.core import (
     AgentHints,
     AssistantMessage,
     CallModel,
-    ErrorKind,
-    ModelParams,
     ModelResponded,
-    RetryPolicy,
     SystemMessage,
     ToolMessage,
     UserMessage,
 )
+from tests.integration.dynamo_helpers import MODEL, SCRIPT, STACK, replay_annotations
 
 pytestmark = pytest.mark.dynamo
 
@@ -70,7 +67,7 @@ def make_weather_tool(calls: list[str]) -> agentcore.Tool[..., Any]:
     return get_weather
 
 
-def encoded_body(backend: agentcore.Backend, call: CallModel, stream: bool = False) -> Any:
+def encoded_body(backend: agentcore.wire.Backend, call: CallModel, stream: bool = False) -> Any:
     return orjson.loads(backend.codec.encode(call, stream=stream).body)
 
 
@@ -143,7 +140,7 @@ async def test_agents_with_tool_calls_finish_with_the_scripted_answer(
 async def test_every_agent_hint_of_the_release_is_accepted(
     dynamo: Any, options: dict[str, Any], expected: dict[str, Any]
 ) -> None:
-    backend = agentcore.backend(
+    backend = agentcore.wire.backend(
         dynamo.url, model=MODEL, dynamo_version="1.6", annotations=replay_annotations, **options
     )
     call = CallModel(
@@ -162,10 +159,10 @@ async def test_every_agent_hint_of_the_release_is_accepted(
 
 def test_unknown_nvext_keys_are_never_sent_and_dynamo_rejects_them(dynamo: Any) -> None:
     with pytest.raises(agentcore.ConfigError):
-        agentcore.backend(dynamo.url, model=MODEL, extra_body={"nvext": {"agent_context": {}}})
+        agentcore.wire.backend(dynamo.url, model=MODEL, extra_body={"nvext": {"agent_context": {}}})
     with pytest.raises(agentcore.ConfigError):
-        agentcore.backend(dynamo.url, model=MODEL, extra_body={"session_control": {}})
-    backend = agentcore.backend(
+        agentcore.wire.backend(dynamo.url, model=MODEL, extra_body={"session_control": {}})
+    backend = agentcore.wire.backend(
         dynamo.url,
         model=MODEL,
         dynamo_version="1.6",

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from agentcore import LocalProtocolError
-from agentcore._singleflight import SingleflightTable, canonical_arguments, tool_key
+from agentcore._core.singleflight import SingleflightTable, canonical_arguments, tool_key
+from agentcore.core import LocalProtocolError
 
 # ----------------------------------------------------------------------------- canonical key
 

@@ -183,7 +183,7 @@ class DynamoStack:
     Use as a context manager, or call :meth:`start` and :meth:`stop`::
 
         with DynamoStack(Install.find(), replay=path) as stack:
-            backend = agentcore.backend(stack.url, model=MODEL_NAME)
+            backend = agentcore.wire.backend(stack.url, model=MODEL_NAME)
 
     Args:
         install: the Dynamo installation.

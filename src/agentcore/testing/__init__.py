@@ -22,12 +22,12 @@ import attrs
 import trio
 import trio.testing
 
-from .._scripted import Reply as Reply
-from .._scripted import ScriptedModel as ScriptedModel
+from ._scripted import Reply as Reply
+from ._scripted import ScriptedModel as ScriptedModel
 
 __all__ = ["Reply", "ScriptedModel", "VirtualRun", "run_in_virtual_time"]
 
-T = TypeVar("T")
+_T = TypeVar("_T")
 
 
 @attrs.frozen
@@ -57,3 +57,8 @@ def run_in_virtual_time(fn: Callable[..., Awaitable[Any]], *args: Any) -> Virtua
         return VirtualRun(value, trio.current_time() - start)
 
     return trio.run(timed, clock=clock)
+
+
+from .._public import publish as _publish  # noqa: E402 - after the definitions it presents
+
+_publish(__name__, __all__, globals())

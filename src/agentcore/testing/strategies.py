@@ -2,7 +2,7 @@
 
 Use them to property-test code that consumes or produces agentcore values: policies that
 decide on model replies, schedulers, drivers, serialisers. Every value drawn here is valid for
-its type and round-trips exactly through ``agentcore.dumps``/``agentcore.loads``: strings hold
+its type and round-trips exactly through ``dumps``/``loads`` (agentcore.core): strings hold
 no lone surrogates, floats are finite, integers fit in 64 bits, and JSON values are built from
 ``dict``, ``list``, ``str``, ``int``, ``float``, ``bool`` and ``None`` only.
 
@@ -29,7 +29,7 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
-from .._events import (
+from .._core.events import (
     Abort,
     AbortKind,
     AbortReason,
@@ -45,7 +45,7 @@ from .._events import (
     ToolFailed,
     ToolReturned,
 )
-from .._messages import (
+from .._core.messages import (
     AgentHints,
     AssistantMessage,
     ModelParams,
@@ -245,7 +245,7 @@ def tool_messages() -> SearchStrategy[ToolMessage]:
 
 
 def messages() -> SearchStrategy[SystemMessage | UserMessage | AssistantMessage | ToolMessage]:
-    """Any :data:`~agentcore.Message`: system, user, assistant or tool."""
+    """Any :data:`~agentcore.core.Message`: system, user, assistant or tool."""
     return st.one_of(system_messages(), user_messages(), assistant_messages(), tool_messages())
 
 
@@ -382,7 +382,7 @@ def events(
     request_ids: SearchStrategy[str] | None = None,
     call_ids: SearchStrategy[str] | None = None,
 ) -> SearchStrategy[ModelResponded | ModelFailed | ToolReturned | ToolFailed | CancelRequested]:
-    """Any :data:`~agentcore.Event`.
+    """Any :data:`~agentcore.core.Event`.
 
     Args:
         request_ids: ids for ``ModelResponded``/``ModelFailed`` (default:
@@ -408,8 +408,8 @@ def events(
 
 
 def effects() -> SearchStrategy[CallModel | CallTool | Finish | Abort]:
-    """Any :data:`~agentcore.Effect`. ``Finish.output`` is a JSON value (see
-    :func:`json_values`), the form it has after a round trip through ``agentcore.loads``."""
+    """Any :data:`~agentcore.core.Effect`. ``Finish.output`` is a JSON value (see
+    :func:`json_values`), the form it has after a round trip through ``agentcore.core.loads``."""
     transcripts = st.lists(messages(), max_size=4).map(tuple)
     return st.one_of(
         st.builds(

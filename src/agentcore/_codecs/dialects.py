@@ -1,0 +1,491 @@
+"""What each OpenAI-compatible server adds to a chat-completions request.
+
+The OpenAI codec builds the common body (model, tools, messages, sampling parameters); this
+module holds the per-dialect part: which options a dialect accepts, their validation, and the
+extra body fields and headers each dialect puts on the wire.
+
+- ``openai``: nothing extra.
+- ``vllm``: ``priority`` (lower = sooner, only with ``priority=True`` because vLLM rejects a
+  non-zero priority unless started with ``--scheduling-policy priority``), ``cache_salt``,
+  and the request id in ``X-Request-Id``.
+- ``sglang``: ``rid`` (the request id), ``priority`` (higher = sooner, opt-in for the same
+  reason: it needs ``--enable-priority-scheduling``), ``cache_salt``.
+- ``dynamo``: ``nvext.agent_hints`` (priority, expected output length, speculative prefill...),
+  ``nvext.extra_fields``, ``nvext.annotations``, ``nvext.cache_salt``, session identity in
+  ``x-dynamo-session-*`` headers and the request id in ``x-request-id``. Dynamo rejects unknown
+  ``nvext`` keys, unknown ``agent_hints`` keys and unknown top-level fields with HTTP 400, so
+  everything emitted is checked against :data:`DYNAMO_APIS`, a table per Dynamo release.
+- ``sim``: the embedded simulator; like ``vllm`` (priority is opt-in there too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
+
+import attrs
+
+from .._core.errors import ConfigError
+from .._core.events import CallModel
+
+__all__ = [
+    "DIALECTS",
+    "DYNAMO_APIS",
+    "DynamoApi",
+    "OpenAIOptions",
+    "dialect_body",
+    "dialect_headers",
+    "make_options",
+]
+
+DIALECTS = ("openai", "vllm", "sglang", "dynamo", "sim")
+"""The OpenAI-compatible dialects this module knows."""
+
+ResponseFormatMode = Literal["always", "without_tools", "never"]
+Annotations = Sequence[str] | Callable[[CallModel], Sequence[str]]
+"""Dynamo ``nvext.annotations``: a fixed list, or a function of the call giving its list."""
+
+_I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
+_U32_MAX = 2**32 - 1
+
+# ----------------------------------------------------------------------------- Dynamo table
+
+# The OpenAI request fields the Dynamo frontend accepts at the top level (observed on 1.6.1:
+# anything else, including vLLM's `priority`/`request_id` and SGLang's `rid`, is answered with
+# 400 "Unsupported parameter(s)").
+_DYNAMO_TOP_LEVEL = frozenset(
+    {
+        "model",
+        "messages",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "max_tokens",
+        "max_completion_tokens",
+        "temperature",
+        "top_p",
+        "stop",
+        "seed",
+        "n",
+        "user",
+        "logprobs",
+        "service_tier",
+        "response_format",
+        "stream",
+        "stream_options",
+        "chat_template_kwargs",
+        "nvext",
+    }
+)
+
+
+@attrs.frozen
+class DynamoApi:
+    """The request surface of one Dynamo release, as far as agentcore emits it."""
+
+    version: tuple[int, int]
+    nvext_keys: frozenset[str]
+    """``nvext`` keys agentcore may send."""
+    hint_keys: frozenset[str]
+    """``nvext.agent_hints`` keys agentcore may send."""
+    extra_fields: frozenset[str]
+    """Values accepted in ``nvext.extra_fields`` that agentcore knows how to read back."""
+    top_level_keys: frozenset[str]
+    """Top-level body fields the frontend accepts."""
+
+
+_HINTS_1_3 = frozenset(
+    {"priority", "strict_priority", "osl", "speculative_prefill", "latency_sensitivity"}
+)
+_NVEXT_1_3 = frozenset({"agent_hints", "annotations", "extra_fields"})
+
+DYNAMO_APIS: Mapping[str, DynamoApi] = {
+    # 1.3 moved session identity from nvext.agent_context to x-dynamo-session-* headers and
+    # added strict_priority; 1.6.1 was checked against a running frontend (including
+    # nvext.cache_salt, which older releases are not known to accept).
+    "1.3": DynamoApi((1, 3), _NVEXT_1_3, _HINTS_1_3, frozenset({"timing", "worker_id"}),
+                     _DYNAMO_TOP_LEVEL),
+    "1.4": DynamoApi((1, 4), _NVEXT_1_3, _HINTS_1_3, frozenset({"timing", "worker_id"}),
+                     _DYNAMO_TOP_LEVEL),
+    "1.5": DynamoApi((1, 5), _NVEXT_1_3, _HINTS_1_3, frozenset({"timing", "worker_id"}),
+                     _DYNAMO_TOP_LEVEL),
+    "1.6": DynamoApi((1, 6), _NVEXT_1_3 | {"cache_salt"}, _HINTS_1_3,
+                     frozenset({"timing", "worker_id"}), _DYNAMO_TOP_LEVEL),
+}  # fmt: skip
+"""Supported Dynamo releases (major.minor). Releases before 1.3 carried session identity in
+``nvext.agent_context``, which agentcore does not emit; they are refused."""
+
+
+def dynamo_api(version: str) -> DynamoApi:
+    """The table entry for a Dynamo release such as ``"1.6"`` or ``"1.6.1"``.
+
+    A release newer than the newest entry uses the newest entry.
+
+    Raises:
+        ConfigError: unparsable version, or a release before 1.3.
+    """
+    parts = version.strip().split(".")
+    try:
+        major, minor = int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+    except ValueError:
+        raise ConfigError(f"dynamo_version must look like '1.6', got {version!r}") from None
+    known = sorted(DYNAMO_APIS.values(), key=lambda api: api.version)
+    if (major, minor) < known[0].version:
+        raise ConfigError(
+            f"Dynamo {version} is not supported: releases before 1.3 take session identity "
+            "in nvext.agent_context, which agentcore does not send; use Dynamo >= 1.3"
+        )
+    usable = [api for api in known if api.version <= (major, minor)]
+    return usable[-1]
+
+
+# ----------------------------------------------------------------------------- options
+
+
+def _response_format_mode(value: object) -> ResponseFormatMode:
+    if value is True:
+        return "always"
+    if value is False:
+        return "never"
+    if value in ("always", "without_tools", "never"):
+        return value
+    raise ConfigError(
+        f"response_format must be 'always', 'without_tools', 'never' or a bool, got {value!r}"
+    )
+
+
+@attrs.frozen
+class OpenAIOptions:
+    """Validated options of an OpenAI-compatible codec (built by :func:`make_options`)."""
+
+    dialect: str = "openai"
+    response_format: ResponseFormatMode = "always"
+    """When to send ``response_format`` for a call with an output schema: ``always``,
+    ``without_tools`` (only on calls that offer no tools: guided decoding on vLLM/SGLang
+    would otherwise forbid tool calls), or ``never``."""
+    strict_output: bool = False
+    """Value of ``json_schema.strict`` (OpenAI's strict mode refuses schemas with optional
+    properties, so it is off unless asked)."""
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    stream_usage: bool = True
+    """Ask for the final usage chunk in streams (``stream_options.include_usage``)."""
+    extra_headers: tuple[tuple[str, str], ...] = ()
+    extra_body: tuple[tuple[str, Any], ...] = ()
+    request_id_header: bool = False
+    """Send the request id as ``x-request-id``."""
+    priority: bool = False
+    """Send the hint priority in the dialect's own field."""
+    cache_salt: str | None = None
+    rid: bool = False
+    """SGLang: send the request id as ``rid``."""
+    dynamo: DynamoApi | None = None
+    osl: bool = True
+    speculative_prefill: bool = False
+    latency_sensitivity: float | None = None
+    strict_priority: int | None = None
+    extra_fields: tuple[str, ...] = ()
+    annotations: Annotations = attrs.field(default=(), eq=False)
+    session_headers: bool = True
+
+
+_COMMON = frozenset(
+    {
+        "response_format",
+        "strict_output",
+        "max_tokens_field",
+        "stream_usage",
+        "extra_headers",
+        "extra_body",
+    }
+)
+_ALLOWED: Mapping[str, frozenset[str]] = {
+    "openai": _COMMON,
+    "sim": _COMMON | {"priority", "cache_salt", "request_id_header"},
+    "vllm": _COMMON | {"priority", "cache_salt", "request_id_header"},
+    "sglang": _COMMON | {"priority", "cache_salt", "rid"},
+    "dynamo": _COMMON
+    | {
+        "priority",
+        "cache_salt",
+        "dynamo_version",
+        "osl",
+        "speculative_prefill",
+        "latency_sensitivity",
+        "strict_priority",
+        "extra_fields",
+        "annotations",
+        "session_headers",
+        "request_id_header",
+    },
+}
+_DEFAULT_RESPONSE_FORMAT: Mapping[str, ResponseFormatMode] = {
+    "openai": "always",
+    "sim": "always",
+    "vllm": "without_tools",
+    "sglang": "without_tools",
+    # The Dynamo mocker ignores response_format, and a real engine behind Dynamo would
+    # constrain tool-calling turns too: off unless asked.
+    "dynamo": "never",
+}
+# Body fields the codec writes itself; extra_body may not replace them.
+_RESERVED_BODY = frozenset(
+    {
+        "model",
+        "messages",
+        "tools",
+        "tool_choice",
+        "max_tokens",
+        "max_completion_tokens",
+        "temperature",
+        "top_p",
+        "stop",
+        "seed",
+        "response_format",
+        "stream",
+        "stream_options",
+        "priority",
+        "rid",
+        "cache_salt",
+        "nvext",
+    }
+)
+
+
+def make_options(dialect: str, options: Mapping[str, Any]) -> OpenAIOptions:
+    """Validate ``options`` for ``dialect`` and fill in the dialect's defaults.
+
+    Raises:
+        ConfigError: unknown dialect, an option the dialect does not take, or a bad value.
+    """
+    if dialect not in _ALLOWED:
+        raise ConfigError(
+            f"unknown OpenAI-compatible dialect {dialect!r}; expected one of {list(DIALECTS)}"
+        )
+    unknown = sorted(set(options) - _ALLOWED[dialect])
+    if unknown:
+        raise ConfigError(
+            f"option(s) {unknown} not supported by the {dialect} dialect; "
+            f"it takes {sorted(_ALLOWED[dialect])}"
+        )
+    get = options.get
+    mode = _response_format_mode(get("response_format", _DEFAULT_RESPONSE_FORMAT[dialect]))
+    max_tokens_field = get("max_tokens_field", "max_tokens")
+    if max_tokens_field not in ("max_tokens", "max_completion_tokens"):
+        raise ConfigError(
+            f"max_tokens_field must be 'max_tokens' or 'max_completion_tokens', "
+            f"got {max_tokens_field!r}"
+        )
+    cache_salt = get("cache_salt")
+    if cache_salt is not None and (not isinstance(cache_salt, str) or not cache_salt):
+        raise ConfigError(f"cache_salt must be a non-empty string, got {cache_salt!r}")
+    dynamo = None
+    if dialect == "dynamo":
+        dynamo = dynamo_api(_str_option(get("dynamo_version", "1.6"), "dynamo_version"))
+    fields: dict[str, Any] = {
+        "dialect": dialect,
+        "response_format": mode,
+        "strict_output": _bool_option(get("strict_output", False), "strict_output"),
+        "max_tokens_field": max_tokens_field,
+        "stream_usage": _bool_option(get("stream_usage", True), "stream_usage"),
+        "extra_headers": _headers_option(get("extra_headers", {})),
+        "extra_body": _body_option(get("extra_body", {}), dynamo),
+        "request_id_header": _bool_option(
+            get("request_id_header", dialect in ("vllm", "dynamo", "sim")), "request_id_header"
+        ),
+        "cache_salt": cache_salt,
+        "rid": _bool_option(get("rid", dialect == "sglang"), "rid"),
+        "dynamo": dynamo,
+    }
+    if dynamo is not None:
+        fields.update(_dynamo_fields(dynamo, options))
+    else:
+        fields["priority"] = _bool_option(get("priority", False), "priority")
+    return OpenAIOptions(**fields)
+
+
+def _dynamo_fields(api: DynamoApi, options: Mapping[str, Any]) -> dict[str, Any]:
+    get = options.get
+    latency = get("latency_sensitivity")
+    if latency is not None:
+        if isinstance(latency, bool) or not isinstance(latency, int | float):
+            raise ConfigError(f"latency_sensitivity must be a number, got {latency!r}")
+        latency = float(latency)
+    priority = get("priority")
+    if priority is None:
+        priority = latency is None
+    priority = _bool_option(priority, "priority")
+    if priority and latency is not None:
+        raise ConfigError(
+            "latency_sensitivity and priority must not be sent together (Dynamo treats "
+            "latency_sensitivity as a deprecated alias used only without priority); "
+            "pass priority=False to use latency_sensitivity"
+        )
+    strict = get("strict_priority")
+    if strict is not None and (
+        isinstance(strict, bool) or not isinstance(strict, int) or not 0 <= strict <= _U32_MAX
+    ):
+        raise ConfigError(f"strict_priority must be an integer >= 0, got {strict!r}")
+    extra_fields = tuple(get("extra_fields", ()))
+    unknown = sorted(set(extra_fields) - api.extra_fields)
+    if unknown or not all(isinstance(f, str) for f in extra_fields):
+        raise ConfigError(
+            f"extra_fields {unknown or extra_fields!r} not supported; "
+            f"choose from {sorted(api.extra_fields)}"
+        )
+    annotations = get("annotations", ())
+    if isinstance(annotations, str):
+        raise ConfigError("annotations must be a list of strings or a function, not a string")
+    if not callable(annotations):
+        annotations = _string_tuple(annotations, "annotations")
+    if get("cache_salt") is not None and "cache_salt" not in api.nvext_keys:
+        raise ConfigError(f"nvext.cache_salt is not known to be accepted by Dynamo {api.version}")
+    return {
+        "priority": priority,
+        "osl": _bool_option(get("osl", True), "osl"),
+        "speculative_prefill": _bool_option(
+            get("speculative_prefill", False), "speculative_prefill"
+        ),
+        "latency_sensitivity": latency,
+        "strict_priority": strict,
+        "extra_fields": extra_fields,
+        "annotations": annotations,
+        "session_headers": _bool_option(get("session_headers", True), "session_headers"),
+    }
+
+
+def _bool_option(value: object, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def _str_option(value: object, name: str) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{name} must be a string, got {value!r}")
+    return value
+
+
+def _string_tuple(value: object, name: str) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise ConfigError(f"{name} must be a list of strings, got {value!r}")
+    if not all(isinstance(item, str) for item in value):
+        raise ConfigError(f"{name} must be a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _headers_option(value: object) -> tuple[tuple[str, str], ...]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"extra_headers must be a mapping of strings, got {value!r}")
+    pairs = []
+    for name, text in value.items():
+        if not isinstance(name, str) or not isinstance(text, str):
+            raise ConfigError(f"extra_headers must map strings to strings, got {name!r}")
+        check_header_value(name, text)
+        pairs.append((name.lower(), text))
+    return tuple(pairs)
+
+
+def _body_option(value: object, dynamo: DynamoApi | None) -> tuple[tuple[str, Any], ...]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"extra_body must be a mapping, got {value!r}")
+    reserved = sorted(k for k in value if k in _RESERVED_BODY)
+    if reserved:
+        raise ConfigError(f"extra_body may not set {reserved}: the codec writes these fields")
+    if dynamo is not None:
+        refused = sorted(k for k in value if k not in dynamo.top_level_keys)
+        if refused:
+            raise ConfigError(
+                f"extra_body field(s) {refused} would be refused by Dynamo "
+                f"(unknown top-level fields are answered with HTTP 400)"
+            )
+    return tuple((str(k), v) for k, v in value.items())
+
+
+def check_header_value(name: str, value: str) -> None:
+    """Refuse header values that would break the HTTP framing.
+
+    Raises:
+        ConfigError: the value holds CR, LF or NUL.
+    """
+    if "\r" in value or "\n" in value or "\0" in value:
+        raise ConfigError(f"header {name!r} must not contain CR, LF or NUL: {value!r}")
+
+
+# ----------------------------------------------------------------------------- wire extras
+
+
+def dialect_body(call: CallModel, opts: OpenAIOptions) -> list[tuple[str, Any]]:
+    """The dialect's extra top-level body fields for ``call``, in wire order."""
+    hints = call.hints
+    extra: list[tuple[str, Any]] = []
+    dialect = opts.dialect
+    if dialect in ("vllm", "sim"):
+        if opts.priority:
+            extra.append(("priority", -hints.priority))
+        if opts.cache_salt is not None:
+            extra.append(("cache_salt", opts.cache_salt))
+    elif dialect == "sglang":
+        if opts.rid:
+            extra.append(("rid", call.request_id))
+        if opts.priority:
+            extra.append(("priority", hints.priority))
+        if opts.cache_salt is not None:
+            extra.append(("cache_salt", opts.cache_salt))
+    elif dialect == "dynamo":
+        nvext = dynamo_nvext(call, opts)
+        if nvext:
+            extra.append(("nvext", nvext))
+    return extra
+
+
+def dynamo_nvext(call: CallModel, opts: OpenAIOptions) -> dict[str, Any]:
+    """The ``nvext`` object for ``call`` (empty when there is nothing to send)."""
+    hints = call.hints
+    agent_hints: dict[str, Any] = {}
+    if opts.priority:
+        agent_hints["priority"] = min(max(hints.priority, _I32_MIN), _I32_MAX)
+    if opts.strict_priority is not None:
+        agent_hints["strict_priority"] = opts.strict_priority
+    expected = hints.expected_output_tokens
+    if opts.osl and expected is not None and 0 <= expected <= _U32_MAX:
+        agent_hints["osl"] = expected
+    if opts.speculative_prefill:
+        agent_hints["speculative_prefill"] = True
+    if opts.latency_sensitivity is not None:
+        agent_hints["latency_sensitivity"] = opts.latency_sensitivity
+    nvext: dict[str, Any] = {}
+    annotations = opts.annotations
+    if callable(annotations):
+        annotations = _string_tuple(annotations(call), "annotations returned by the hook")
+    if annotations:
+        nvext["annotations"] = list(annotations)
+    if opts.extra_fields:
+        nvext["extra_fields"] = list(opts.extra_fields)
+    if opts.cache_salt is not None:
+        nvext["cache_salt"] = opts.cache_salt
+    if agent_hints:
+        nvext["agent_hints"] = agent_hints
+    return nvext
+
+
+def dialect_headers(call: CallModel, opts: OpenAIOptions) -> list[tuple[str, str]]:
+    """The dialect's per-call headers for ``call``.
+
+    Raises:
+        ConfigError: a session or request id holds CR, LF or NUL.
+    """
+    pairs: list[tuple[str, str]] = []
+    if opts.request_id_header:
+        pairs.append(("x-request-id", call.request_id))
+    if opts.dynamo is not None and opts.session_headers:
+        hints = call.hints
+        if hints.session_id:
+            pairs.append(("x-dynamo-session-id", hints.session_id))
+            parent = hints.parent_session_id
+            if parent and parent != hints.session_id:
+                pairs.append(("x-dynamo-parent-session-id", parent))
+            if hints.final:
+                pairs.append(("x-dynamo-session-final", "true"))
+    for name, value in pairs:
+        check_header_value(name, value)
+    return pairs

@@ -1,0 +1,16 @@
+"""The sans-IO core: values, the agent loop and pure policies. No I/O, no clock, no randomness.
+
+Everything under this folder imports only the standard library, attrs and cattrs (a test walks
+the folder and fails on anything else). Files:
+
+- ``errors``: the exception tree (:class:`AgentcoreError` and its subclasses).
+- ``validators``: attrs validators and checks that raise :class:`ConfigError`.
+- ``messages``: chat messages, tool specs, model parameters, usage, serving hints.
+- ``events``: events into the loop, effects out of it, typed errors and abort reasons.
+- ``schema``: JSON schemas derived from Python types, and validation against them (cattrs).
+- ``config``: :class:`LoopConfig`, one run's immutable configuration, and the id formulas.
+- ``loop``: :class:`AgentLoop`, the state machine itself, with its snapshots and statistics.
+- ``singleflight``: the pure table that coalesces identical tool calls.
+- ``slots``: the pure slot queue (FIFO/priority) and the AIMD adaptive limit.
+- ``retry``: the retry policy (which failures, how long to back off).
+"""

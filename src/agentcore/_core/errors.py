@@ -1,0 +1,78 @@
+"""The exception tree of agentcore.
+
+Everything agentcore raises on purpose derives from :class:`AgentcoreError`. Model
+misbehaviour, failing tools and failing servers are *not* exceptions: they travel as data
+(events and typed reasons) and end up in a :class:`~agentcore.Result`. Exceptions are kept for
+programming errors (an illegal event fed to the loop, a bad configuration, undecodable input).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "AgentcoreError",
+    "ConfigError",
+    "DecodeError",
+    "InternalError",
+    "LocalProtocolError",
+    "TransportError",
+]
+
+
+class AgentcoreError(Exception):
+    """Base class of every exception agentcore raises on purpose."""
+
+
+class LocalProtocolError(AgentcoreError):
+    """An event was illegal for the loop's current state.
+
+    This means the code driving an :class:`~agentcore.core.AgentLoop` lost track of its state (a
+    result for an unknown call id, a second reply to one request, anything after the run
+    ended). The loop moves to ``RunState.ERROR`` and stays there.
+
+    Attributes:
+        state: the state the loop was in when the event arrived (a ``RunState``), if known.
+        event: the offending event, if any.
+    """
+
+    def __init__(self, message: str, *, state: Any = None, event: Any = None) -> None:
+        super().__init__(message)
+        self.state = state
+        self.event = event
+
+
+class DecodeError(AgentcoreError, ValueError):
+    """Input could not be decoded into the requested agentcore type.
+
+    Raised by :func:`agentcore.core.loads` and by codecs for undecodable bytes. The underlying
+    orjson/cattrs error, if any, is chained as ``__cause__``.
+    """
+
+
+class ConfigError(AgentcoreError, ValueError):
+    """An invalid configuration value (loop config, backend URL, tool definition...)."""
+
+
+class TransportError(AgentcoreError):
+    """A transport could not complete an HTTP exchange.
+
+    Transports raise only this (never an httpx, h11, trio or ssl exception); the driver turns it
+    into a ``ModelFailed`` event for the loop.
+
+    Attributes:
+        kind: one of ``"connect"``, ``"timeout"``, ``"read"``, ``"write"``, ``"closed"``
+            (the peer closed the connection), ``"protocol"`` (malformed HTTP).
+        response_started: ``True`` once any byte of the response had arrived; a request that
+            failed before that on a reused connection may be retried safely.
+    """
+
+    def __init__(self, kind: str, message: str, *, response_started: bool = False) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+        self.message = message
+        self.response_started = response_started
+
+
+class InternalError(AgentcoreError):
+    """Something that should never happen happened. Please file a bug."""

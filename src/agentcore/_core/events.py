@@ -1,0 +1,210 @@
+"""Events (inputs of the agent loop, past tense) and effects (its outputs, imperative).
+
+The loop consumes :data:`Event` values through ``AgentLoop.handle`` and answers with a tuple of
+:data:`Effect` values. The driver (or any other runtime) performs the effects and feeds the
+outcomes back as events. Both unions are closed: the loop handles exactly these types.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from .messages import (
+    AgentHints,
+    AssistantMessage,
+    Message,
+    ModelParams,
+    OutputSpec,
+    ServerTiming,
+    ToolSpec,
+    Usage,
+)
+
+__all__ = [
+    "Abort",
+    "AbortKind",
+    "AbortReason",
+    "CallModel",
+    "CallTool",
+    "CancelRequested",
+    "Effect",
+    "ErrorKind",
+    "Event",
+    "Finish",
+    "ModelError",
+    "ModelFailed",
+    "ModelResponded",
+    "ToolError",
+    "ToolFailed",
+    "ToolReturned",
+]
+
+
+class ErrorKind(enum.Enum):
+    """Why a model request failed, as classified by a codec or the driver."""
+
+    RATE_LIMITED = "rate_limited"  #: 429 or equivalent; retryable
+    OVERLOADED = "overloaded"  #: 529, 503, in-stream overload; retryable
+    SERVER = "server"  #: other 5xx; retryable
+    TIMEOUT = "timeout"  #: 408, or a client-side timeout; retryable
+    CONFLICT = "conflict"  #: 409; retryable
+    CONNECTION = "connection"  #: connect failure, reset, truncated stream; retryable
+    BAD_REQUEST = "bad_request"  #: 400, 422; final
+    AUTH = "auth"  #: 401, 403; final
+    NOT_FOUND = "not_found"  #: 404; final
+    TOO_LARGE = "too_large"  #: 413, context length exceeded; final
+    QUOTA = "quota"  #: billing / quota exhausted; final
+    PROTOCOL = "protocol"  #: a reply that could not be decoded; final
+    DEADLINE = "deadline"  #: the run's deadline passed; final
+
+
+@attrs.frozen
+class ModelError:
+    """A classified model-request failure (data, not an exception)."""
+
+    kind: ErrorKind
+    message: str
+    status: int | None = None
+    """HTTP status, if there was a response."""
+    retryable: bool = False
+    retry_after: float | None = None
+    """Seconds the server asked to wait (``retry-after`` / ``retry-after-ms``), if any."""
+    code: str | None = None
+    """The server's error type/code string, if any."""
+
+
+@attrs.frozen
+class ToolError:
+    """Why a tool call failed: the exception type name (or a category) and a message."""
+
+    type: str
+    message: str
+
+
+# ----------------------------------------------------------------------------- events
+
+
+@attrs.frozen
+class ModelResponded:
+    """The model answered the request ``request_id``."""
+
+    request_id: str
+    message: AssistantMessage
+    usage: Usage = Usage()
+    finish_reason: str | None = None
+    timing: ServerTiming | None = None
+    """Server-reported timing, when the backend gives it (Dynamo ``nvext.timing``)."""
+
+
+@attrs.frozen
+class ModelFailed:
+    """The request ``request_id`` failed for good (the driver's retries are spent)."""
+
+    request_id: str
+    error: ModelError
+
+
+@attrs.frozen
+class ToolReturned:
+    """The tool call ``call_id`` returned ``content`` (text shown to the model)."""
+
+    call_id: str
+    content: str
+
+
+@attrs.frozen
+class ToolFailed:
+    """The tool call ``call_id`` failed (raised, timed out, was rate limited...)."""
+
+    call_id: str
+    error: ToolError
+
+
+@attrs.frozen
+class CancelRequested:
+    """The run should stop now."""
+
+    reason: str = "cancelled"
+
+
+Event = ModelResponded | ModelFailed | ToolReturned | ToolFailed | CancelRequested
+"""Everything ``AgentLoop.handle`` accepts."""
+
+
+# ----------------------------------------------------------------------------- effects
+
+
+@attrs.frozen
+class CallModel:
+    """Send ``messages`` to the model; answer with ``ModelResponded`` or ``ModelFailed``."""
+
+    request_id: str
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    params: ModelParams = ModelParams()
+    hints: AgentHints = AgentHints(session_id="")
+    output: OutputSpec | None = None
+    """The structured output expected from the final answer (codecs may pass it on as
+    ``response_format`` when the backend supports it)."""
+
+
+@attrs.frozen
+class CallTool:
+    """Run tool ``name``; answer with ``ToolReturned`` or ``ToolFailed`` for ``call_id``.
+
+    ``arguments`` are the model's arguments after JSON parsing and validation against the
+    tool's schema. ``idempotency_key`` is derived from (run id, turn, call index), so a resumed
+    run asks for the same key again.
+    """
+
+    call_id: str
+    name: str
+    arguments: Mapping[str, Any] = attrs.field(eq=True, hash=False)
+    idempotency_key: str = ""
+
+
+class AbortKind(enum.Enum):
+    """Why a run ended without an output."""
+
+    MODEL_FAILED = "model_failed"  #: the model request failed for good
+    TOOL_ERRORS = "tool_errors"  #: too many invalid tool calls (``max_tool_errors``)
+    OUTPUT_INVALID = "output_invalid"  #: no valid output within ``max_output_retries``
+    MAX_TURNS = "max_turns"  #: no answer even after the forced final turn
+    CANCELLED = "cancelled"  #: ``CancelRequested``
+    INVALID_INPUT = "invalid_input"  #: the batch input did not fit the task (no run started)
+
+
+@attrs.frozen
+class AbortReason:
+    """A typed reason for ``Abort``."""
+
+    kind: AbortKind
+    message: str
+    error: ModelError | None = None
+    """The model error, for ``MODEL_FAILED``."""
+
+
+@attrs.frozen
+class Finish:
+    """The run succeeded with ``output`` (an instance of the output type, or text)."""
+
+    output: Any
+    transcript: tuple[Message, ...]
+    usage: Usage
+
+
+@attrs.frozen
+class Abort:
+    """The run ended without an output, for ``reason``."""
+
+    reason: AbortReason
+    transcript: tuple[Message, ...]
+    usage: Usage
+
+
+Effect = CallModel | CallTool | Finish | Abort
+"""Everything ``AgentLoop.start`` and ``AgentLoop.handle`` emit."""

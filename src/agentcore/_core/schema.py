@@ -1,0 +1,608 @@
+"""JSON schemas for Python types, and strict validation of model-produced JSON against them.
+
+Two halves that must agree:
+
+- :func:`json_schema` describes a type to the model (tool parameters, structured outputs).
+- :func:`structure` checks a parsed JSON value against the same type and builds the Python
+  value, through one strictly configured cattrs converter: no coercion (``"3"`` is not an
+  ``int``, ``true`` is not ``1``), no extra keys, lists only from JSON arrays. Errors are
+  collected per field and reported as cattrs' ``transform_error`` lines (``... @ $.field``),
+  which is what the loop quotes back to the model in a repair turn.
+
+Supported types: ``str``, ``int``, ``float``, ``bool``, ``None``, ``Any``, ``list[T]``,
+``tuple[T, ...]``, fixed tuples, ``dict[str, T]``, unions (``X | Y``, ``Optional``),
+``Literal`` of JSON scalars, ``Enum`` (by value) and attrs classes whose fields use these
+types. Anything else raises :class:`~agentcore.ConfigError` naming the type.
+
+:func:`parse_json_text` extracts JSON from a model's text answer (bare, or in a fenced block).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+import types
+import typing
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar, Union
+
+import attrs
+import cattrs
+from cattrs.cols import homogenous_tuple_structure_factory, list_structure_factory
+from cattrs.errors import (
+    ClassValidationError,
+    ForbiddenExtraKeysError,
+    IterableValidationError,
+    IterableValidationNote,
+)
+from cattrs.gen import make_dict_structure_fn, make_mapping_structure_fn
+from cattrs.v import transform_error
+
+from .errors import ConfigError
+
+__all__ = ["ValidationFailed", "json_schema", "loads_json", "parse_json_text", "structure"]
+
+T = TypeVar("T")
+
+_NoneType = type(None)
+_SCALARS = (str, int, float, bool, _NoneType)
+
+
+class ValidationFailed(Exception):
+    """A JSON value did not fit the expected type (or a text held no JSON).
+
+    Attributes:
+        message: a human-readable, field-level explanation (one ``... @ $.path`` item per
+            problem, joined with ``"; "``), suitable for quoting back to the model.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+# ----------------------------------------------------------------------------- type helpers
+
+
+def _type_name(tp: Any) -> str:
+    if tp is _NoneType or tp is None:
+        return "None"
+    if isinstance(tp, type) and not typing.get_args(tp):
+        return tp.__name__
+    return repr(tp).replace("typing.", "")
+
+
+def _is_union(tp: Any) -> bool:
+    origin = typing.get_origin(tp)
+    return origin is Union or origin is types.UnionType
+
+
+def _is_enum(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, enum.Enum)
+
+
+def _is_attrs(tp: Any) -> bool:
+    return isinstance(tp, type) and attrs.has(tp)
+
+
+def _resolved_fields(cls: type) -> tuple[attrs.Attribute[Any], ...]:
+    try:
+        attrs.resolve_types(cls)
+    except NameError as exc:
+        raise ConfigError(f"cannot resolve the annotations of {cls.__qualname__}: {exc}") from None
+    return tuple(a for a in attrs.fields(cls) if a.init)
+
+
+def _json_kind(value: Any) -> str:
+    """The JSON type name of a parsed JSON value."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+# ----------------------------------------------------------------------------- json_schema
+
+_PRIMITIVE_SCHEMAS: dict[Any, dict[str, Any]] = {
+    str: {"type": "string"},
+    int: {"type": "integer"},
+    float: {"type": "number"},
+    bool: {"type": "boolean"},
+    _NoneType: {"type": "null"},
+    None: {"type": "null"},
+}
+
+_SCALAR_JSON_TYPES: dict[type, str] = {
+    str: "string",
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    _NoneType: "null",
+}
+
+
+def _enum_schema(values: list[Any], what: str) -> dict[str, Any]:
+    kinds: list[str] = []
+    for v in values:
+        kind = _SCALAR_JSON_TYPES.get(type(v))
+        if kind is None:
+            raise ConfigError(f"{what}: value {v!r} is not a JSON string, number, boolean or null")
+        if kind not in kinds:
+            kinds.append(kind)
+    schema: dict[str, Any] = {"type": kinds[0] if len(kinds) == 1 else kinds}
+    schema["enum"] = values
+    return schema
+
+
+def json_schema(tp: Any) -> dict[str, Any]:
+    """Describe ``tp`` as a JSON schema.
+
+    Args:
+        tp: a supported type (see the module docstring).
+
+    Returns:
+        A fresh JSON schema dict (the caller may keep or modify it). Attrs classes become
+        ``object`` schemas with ``properties``, ``required`` (fields without a default),
+        ``additionalProperties: false`` and per-field ``description`` taken from
+        ``attrs.field(metadata={"description": ...})``.
+
+    Raises:
+        ConfigError: ``tp`` (or a type nested in it) is not supported, or is recursive.
+    """
+    return _schema(tp, ())
+
+
+def _schema(tp: Any, stack: tuple[type, ...]) -> dict[str, Any]:
+    if tp is Any:
+        return {}
+    if tp in _PRIMITIVE_SCHEMAS:
+        return dict(_PRIMITIVE_SCHEMAS[tp])
+    if tp is list or tp is tuple:
+        return {"type": "array"}
+    if tp is dict:
+        return {"type": "object"}
+    if _is_enum(tp):
+        return _enum_schema([m.value for m in tp], f"enum {tp.__qualname__}")
+    if _is_attrs(tp):
+        return _attrs_schema(tp, stack)
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is Literal:
+        return _enum_schema(list(args), f"{_type_name(tp)}")
+    if _is_union(tp):
+        return {"anyOf": [_schema(a, stack) for a in args]}
+    if origin is list and len(args) == 1:
+        return {"type": "array", "items": _schema(args[0], stack)}
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return {"type": "array", "items": _schema(args[0], stack)}
+        if args == ((),):  # tuple[()]
+            args = ()
+        return {
+            "type": "array",
+            "prefixItems": [_schema(a, stack) for a in args],
+            "items": False,
+            "minItems": len(args),
+            "maxItems": len(args),
+        }
+    if origin is dict and len(args) == 2:
+        if args[0] is not str:
+            raise ConfigError(
+                f"unsupported type {_type_name(tp)}: JSON object keys are strings, "
+                "use dict[str, ...]"
+            )
+        return {"type": "object", "additionalProperties": _schema(args[1], stack)}
+    raise ConfigError(f"unsupported type for a JSON schema: {_type_name(tp)}")
+
+
+def _attrs_schema(cls: type, stack: tuple[type, ...]) -> dict[str, Any]:
+    if cls in stack:
+        raise ConfigError(f"recursive type {cls.__qualname__} is not supported in a JSON schema")
+    stack = (*stack, cls)
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for field in _resolved_fields(cls):
+        if field.type is None:
+            raise ConfigError(f"field {cls.__qualname__}.{field.name} has no type annotation")
+        prop = _schema(field.type, stack)
+        description = field.metadata.get("description")
+        if description is not None:
+            prop = {"description": str(description), **prop}
+        default = field.default
+        if default is attrs.NOTHING:
+            required.append(field.name)
+        elif not isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+            if isinstance(default, enum.Enum):
+                default = default.value
+            if type(default) in _SCALAR_JSON_TYPES:
+                prop["default"] = default
+        properties[field.name] = prop
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+# ----------------------------------------------------------------------------- strict converter
+
+
+class _Mismatch(TypeError):
+    """A value of the wrong JSON type; its message is already the final wording."""
+
+
+def _mismatch(expected: str, value: Any) -> _Mismatch:
+    try:
+        shown = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        shown = repr(value)
+    if len(shown) > 40:
+        shown = shown[:37] + "..."
+    return _Mismatch(
+        f"invalid value for type, expected {expected}, got {_json_kind(value)} {shown}"
+    )
+
+
+def _exact_hook(kind: type, expected: str) -> _Hook:
+    """The hook for ``str``, ``int`` or ``bool``: a value of exactly that type (``True`` is
+    not an ``int`` here), or else a mismatch that names ``expected``."""
+
+    def structure(value: Any, tp: Any) -> Any:
+        if tp is not kind:  # an IntEnum/StrEnum reaches this hook through class dispatch
+            return _enum_hook(tp)(value, tp)
+        if type(value) is not kind:
+            raise _mismatch(expected, value)
+        return value
+
+    return structure
+
+
+def _structure_float(value: Any, tp: Any) -> float:
+    if tp is not float:  # an IntEnum/StrEnum reaches this hook through class dispatch
+        return _enum_hook(tp)(value, tp)  # type: ignore[no-any-return]
+    kind = type(value)
+    if kind is float:
+        return value  # type: ignore[no-any-return]
+    if kind is int:
+        return float(value)
+    raise _mismatch("float", value)
+
+
+def _structure_none(value: Any, _: Any) -> None:
+    if value is not None:
+        raise _mismatch("null", value)
+
+
+_Hook = Callable[[Any, Any], Any]
+
+
+def _accepted_kinds(tp: Any) -> frozenset[str] | None:
+    """The JSON kinds a supported type can be structured from (``None``: any)."""
+    if tp is Any:
+        return None
+    if tp is float:
+        return frozenset({"integer", "number"})
+    if tp in _SCALAR_JSON_TYPES:
+        return frozenset({_SCALAR_JSON_TYPES[tp]})
+    if tp is None:
+        return frozenset({"null"})
+    if _is_enum(tp):
+        return frozenset(_json_kind(m.value) for m in tp)
+    if _is_attrs(tp):
+        return frozenset({"object"})
+    origin = typing.get_origin(tp) or tp
+    if origin is Literal:
+        return frozenset(_json_kind(a) for a in typing.get_args(tp))
+    if _is_union(tp):
+        kinds: set[str] = set()
+        for arg in typing.get_args(tp):
+            sub = _accepted_kinds(arg)
+            if sub is None:
+                return None
+            kinds |= sub
+        return frozenset(kinds)
+    if origin in (list, tuple):
+        return frozenset({"array"})
+    if origin is dict:
+        return frozenset({"object"})
+    return None
+
+
+def _union_factory(tp: Any, conv: cattrs.Converter) -> _Hook:
+    members = typing.get_args(tp)
+    kinds = [(m, _accepted_kinds(m)) for m in members]
+    name = " | ".join(_type_name(m) for m in members)
+
+    def structure_union(value: Any, _: Any) -> Any:
+        kind = _json_kind(value)
+        candidates = [m for m, ks in kinds if ks is None or kind in ks]
+        if not candidates:
+            raise _mismatch(name, value)
+        if len(candidates) == 1:
+            return conv.structure(value, candidates[0])
+        # Prefer a member of exactly the value's type (int over float for ``3``).
+        candidates.sort(key=lambda m: 0 if m is type(value) else 1)
+        problems: list[str] = []
+        for member in candidates:
+            try:
+                return conv.structure(value, member)
+            except Exception as exc:  # each member's failure is reported
+                problems.append(f"{_type_name(member)}: {'; '.join(_error_lines(exc))}")
+        raise _Mismatch(f"invalid value for type, expected {name} ({' | '.join(problems)})")
+
+    return structure_union
+
+
+def _is_literal(tp: Any) -> bool:
+    return typing.get_origin(tp) is Literal
+
+
+def _literal_factory(tp: Any, conv: cattrs.Converter) -> _Hook:
+    allowed = typing.get_args(tp)
+    shown = ", ".join(json.dumps(a) for a in allowed)
+
+    def structure_literal(value: Any, _: Any) -> Any:
+        for a in allowed:
+            if type(a) is type(value) and a == value:
+                return a
+        raise _mismatch(f"one of {shown}", value)
+
+    return structure_literal
+
+
+_enum_hooks: dict[type, _Hook] = {}
+
+
+def _enum_hook(tp: Any) -> _Hook:
+    hook = _enum_hooks.get(tp)
+    if hook is None:
+        hook = _enum_hooks[tp] = _enum_factory(tp, _converter)
+    return hook
+
+
+def _enum_factory(tp: Any, conv: cattrs.Converter) -> _Hook:
+    members = list(tp)
+    shown = ", ".join(json.dumps(m.value) for m in members)
+
+    def structure_enum(value: Any, _: Any) -> Any:
+        for m in members:
+            if type(m.value) is type(value) and m.value == value:
+                return m
+        raise _mismatch(f"one of {shown} ({tp.__name__})", value)
+
+    return structure_enum
+
+
+def _is_list(tp: Any) -> bool:
+    return tp is list or typing.get_origin(tp) is list
+
+
+def _only(json_type: type, expected: str, inner: _Hook) -> _Hook:
+    """``inner`` for a value of exactly ``json_type`` (``list`` or ``dict``), or else a
+    mismatch that names ``expected``."""
+
+    def structure(value: Any, t: Any) -> Any:
+        if type(value) is not json_type:
+            raise _mismatch(expected, value)
+        return inner(value, t)
+
+    return structure
+
+
+def _list_factory(tp: Any, conv: cattrs.Converter) -> _Hook:
+    return _only(list, "array", list_structure_factory(tp, conv))
+
+
+def _is_tuple(tp: Any) -> bool:
+    return tp is tuple or typing.get_origin(tp) is tuple
+
+
+def _tuple_factory(tp: Any, conv: cattrs.Converter) -> _Hook:
+    args = typing.get_args(tp)
+    if tp is tuple or (len(args) == 2 and args[1] is Ellipsis):
+        return _only(list, "array", homogenous_tuple_structure_factory(tp, conv))
+
+    if args == ((),):
+        args = ()
+
+    def structure_fixed_tuple(value: Any, t: Any) -> Any:
+        if type(value) is not list:
+            raise _mismatch("array", value)
+        if len(value) != len(args):
+            raise _Mismatch(
+                f"invalid value for type, expected an array of {len(args)} items, got {len(value)}"
+            )
+        out: list[Any] = []
+        errors: list[Exception] = []
+        for i, (item, item_tp) in enumerate(zip(value, args, strict=True)):
+            try:
+                out.append(conv.structure(item, item_tp))
+            except Exception as exc:  # collected like cattrs does
+                note = IterableValidationNote(f"Structuring {t!r} @ index {i}", i, item_tp)
+                exc.__notes__ = [*getattr(exc, "__notes__", []), note]
+                errors.append(exc)
+        if errors:
+            raise IterableValidationError(f"While structuring {t!r}", errors, t)
+        return tuple(out)
+
+    return structure_fixed_tuple
+
+
+def _is_dict(tp: Any) -> bool:
+    return tp is dict or typing.get_origin(tp) is dict
+
+
+def _dict_factory(tp: Any, conv: cattrs.Converter) -> _Hook:
+    return _only(dict, "object", make_mapping_structure_fn(tp, conv, detailed_validation=True))
+
+
+def _attrs_factory(tp: Any, conv: cattrs.Converter) -> _Hook:
+    _resolved_fields(tp)
+    return _only(dict, f"object ({tp.__name__})", make_dict_structure_fn(tp, conv))
+
+
+def _make_converter() -> cattrs.Converter:
+    conv = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
+    conv.register_structure_hook(str, _exact_hook(str, "str"))
+    conv.register_structure_hook(int, _exact_hook(int, "int"))
+    conv.register_structure_hook(float, _structure_float)
+    conv.register_structure_hook(bool, _exact_hook(bool, "bool"))
+    conv.register_structure_hook(_NoneType, _structure_none)
+    conv.register_structure_hook_factory(_is_list, _list_factory)
+    conv.register_structure_hook_factory(_is_tuple, _tuple_factory)
+    conv.register_structure_hook_factory(_is_dict, _dict_factory)
+    conv.register_structure_hook_factory(_is_attrs, _attrs_factory)
+    conv.register_structure_hook_factory(_is_enum, lambda t, _: _enum_hook(t))
+    conv.register_structure_hook_factory(_is_literal, _literal_factory)
+    conv.register_structure_hook_factory(_is_union, _union_factory)
+    return conv
+
+
+_converter = _make_converter()
+_supported: dict[Any, bool] = {}
+
+
+def _format_exception(exc: BaseException, tp: Any) -> str:
+    if isinstance(exc, _Mismatch):
+        return str(exc)
+    if isinstance(exc, KeyError):
+        return "required field missing"
+    if isinstance(exc, ForbiddenExtraKeysError):
+        return f"extra fields found ({', '.join(sorted(exc.extra_fields))})"
+    text = str(exc)
+    if tp is not None and text:
+        return f"invalid value for type, expected {_type_name(tp)} ({text})"
+    if tp is not None:
+        return f"invalid value for type, expected {_type_name(tp)}"
+    return f"invalid value ({text})" if text else "invalid value"
+
+
+def _error_lines(exc: BaseException) -> list[str]:
+    return transform_error(exc, "$", _format_exception)
+
+
+def structure(value: Any, tp: type[T]) -> T:
+    """Validate a parsed JSON value against ``tp`` and build the Python value.
+
+    Args:
+        value: a value as produced by ``json.loads`` (dicts, lists, str, int, float, bool,
+            ``None``).
+        tp: a supported type (see the module docstring).
+
+    Returns:
+        The structured value (an attrs instance for an attrs class, a tuple for a tuple type...).
+
+    Raises:
+        ValidationFailed: the value does not fit; ``.message`` lists every problem with its
+            JSON path.
+        ConfigError: ``tp`` is not a supported type.
+    """
+    if tp is None:  # ``None`` as a type means ``NoneType``, as in annotations
+        tp = _NoneType  # type: ignore[assignment]
+    key: Any = tp
+    try:
+        known = _supported.get(key)
+    except TypeError:  # unhashable type expression
+        known, key = None, None
+    if known is None:
+        json_schema(tp)
+        if key is not None:
+            _supported[key] = True
+    try:
+        return _converter.structure(value, tp)
+    except ConfigError:
+        raise
+    except (ClassValidationError, IterableValidationError, _Mismatch) as exc:
+        raise ValidationFailed("; ".join(_error_lines(exc))) from None
+    except Exception as exc:  # e.g. an attrs validator at top level
+        raise ValidationFailed("; ".join(_error_lines(exc))) from None
+
+
+# ----------------------------------------------------------------------------- parse_json_text
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[ \t]*\r?\n?(.*?)```", re.DOTALL)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+_decode = json.JSONDecoder(parse_constant=_reject_constant).decode
+_JSON_STARTS = frozenset('{["-0123456789tfn')
+
+
+def loads_json(text: str) -> Any:
+    """Parse strict JSON text (``NaN`` and ``Infinity`` are rejected).
+
+    Raises:
+        ValueError: the text is not one JSON value (``json.JSONDecodeError`` or a rejected
+            constant).
+    """
+    return _decode(text)
+
+
+def parse_json_text(text: str) -> Any:
+    """Extract one JSON value from a model's text answer.
+
+    Accepted, in this order: the whole text as JSON (surrounding whitespace ignored); the first
+    fenced block tagged ``json`` (or untagged) that parses, anywhere in the text; the span from
+    the first ``{`` to the last ``}`` (an object embedded in prose). ``NaN`` and ``Infinity``
+    are rejected, as strict JSON requires.
+
+    Args:
+        text: the model's answer.
+
+    Returns:
+        The parsed JSON value.
+
+    Raises:
+        ValidationFailed: no JSON value could be found; the message says why.
+    """
+    stripped = text.strip()
+    if not stripped:
+        raise ValidationFailed("expected a JSON value, got an empty answer")
+    first_error: str | None = None
+    if stripped[0] in _JSON_STARTS:  # skip a costly failed parse of prose or a fence
+        try:
+            return loads_json(stripped)
+        except ValueError as exc:
+            first_error = f"{exc}"
+    fenced_error: str | None = None
+    for match in _FENCE.finditer(text):
+        if match.group(1).lower() not in ("", "json"):
+            continue
+        try:
+            return loads_json(match.group(2).strip())
+        except ValueError as exc:
+            if fenced_error is None:
+                fenced_error = f"{exc}"
+    if fenced_error is not None:
+        raise ValidationFailed(f"the ```json block is not valid JSON: {fenced_error}")
+    start, end = stripped.find("{"), stripped.rfind("}")
+    if 0 <= start < end:
+        try:
+            return loads_json(stripped[start : end + 1])
+        except ValueError:
+            pass
+    if first_error is None:
+        try:
+            loads_json(stripped)
+        except ValueError as exc:
+            first_error = f"{exc}"
+    raise ValidationFailed(
+        f"expected a JSON value (bare, or in a ```json fenced block); "
+        f"the answer is not valid JSON: {first_error}"
+    )

@@ -1,0 +1,207 @@
+"""Inference-slot policy: who gets the next slot, and how many slots there are.
+
+Theory of operation
+-------------------
+A *slot* is the right to have one model request in flight against the backend. The driver
+takes one around each HTTP exchange and gives it back as soon as the response is read; tools
+and retry back-off sleeps never hold one. This module holds the decisions, as plain objects
+with no clock and no I/O; ``_slot_limiter`` wraps them for trio.
+
+:class:`SlotQueue` counts slots in use and keeps the waiters. Its invariants:
+
+- ``in_use <= limit`` whenever the limit has not just been lowered. Lowering the limit never
+  takes a slot back: the queue simply grants nothing until enough slots are released.
+- A slot is *handed over*: :meth:`SlotQueue.release` does not decrement and re-increment
+  around a waiter, it returns the waiters that were granted a slot (already counted in
+  ``in_use``). The caller must wake exactly those waiters.
+- Newcomers never overtake waiters: :meth:`SlotQueue.try_acquire` fails while anyone waits,
+  even if a slot is free (trio ``CapacityLimiter`` semantics). This cannot strand a waiter,
+  because every event that frees a slot or raises the limit grants slots at once.
+- Order: ``"fifo"`` serves waiters in arrival order; ``"priority"`` serves the highest
+  priority first and, among equal priorities, the earliest arrival.
+- A waiter that gives up (its task was cancelled) is withdrawn in O(1); entries of the
+  priority heap are dropped lazily when they reach the top.
+
+:class:`AdaptiveLimit` is the AIMD arithmetic for an optional adaptive limit: every
+successful exchange adds ``1 / limit`` (so the limit grows by about one per window of
+``limit`` successes), every overload signal (429, 529, 503...) multiplies it by
+``decrease_factor``. It stays within ``[floor, ceiling]``; the ceiling is the user's
+``max_inflight``, so the adaptive limit can only ever be *lower* than what the user allowed.
+One burst of overload answers counts once: each slot remembers the *epoch* (number of
+decreases so far) in which it was granted, and an overload signal from a slot granted before
+the latest decrease is ignored, since that decrease already reacted to the same congestion.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import deque
+from collections.abc import Iterator
+from typing import Generic, Literal, TypeVar
+
+import attrs
+
+__all__ = ["AdaptiveLimit", "SlotPolicy", "SlotQueue"]
+
+W = TypeVar("W")
+
+SlotPolicy = Literal["fifo", "priority"]
+"""How waiters are ordered: arrival order, or highest priority first (ties in arrival order)."""
+
+
+@attrs.define(eq=False)
+class _Entry(Generic[W]):
+    waiter: W
+    live: bool = True
+
+
+# ``in_use`` changes twice per request: assignments skip attrs' validating ``__setattr__``
+# (the limit is checked explicitly where it changes).
+@attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)
+class SlotQueue(Generic[W]):
+    """Slot accounting and the waiting line for one limiter.
+
+    Args:
+        limit: how many slots may be in use at once (at least 1).
+        policy: ``"fifo"`` or ``"priority"``.
+    """
+
+    limit: int = attrs.field()
+    policy: SlotPolicy = "fifo"
+    in_use: int = attrs.field(default=0, init=False)
+    _fifo: deque[_Entry[W]] = attrs.field(factory=deque, init=False)
+    _heap: list[tuple[int, int, _Entry[W]]] = attrs.field(factory=list, init=False)
+    _entries: dict[int, _Entry[W]] = attrs.field(factory=dict, init=False)
+    _waiting: int = attrs.field(default=0, init=False)
+    _seq: Iterator[int] = attrs.field(factory=itertools.count, init=False)
+
+    @limit.validator
+    def _check_limit(self, _attribute: object, value: int) -> None:
+        if value < 1:
+            raise ValueError(f"slot limit must be at least 1, got {value}")
+
+    def __attrs_post_init__(self) -> None:
+        if self.policy not in ("fifo", "priority"):
+            raise ValueError(f"unknown slot policy {self.policy!r}")
+
+    @property
+    def waiting(self) -> int:
+        """How many waiters are in line."""
+        return self._waiting
+
+    def try_acquire(self) -> bool:
+        """Take a slot at once if one is free and nobody is waiting."""
+        if self._waiting == 0 and self.in_use < self.limit:
+            self.in_use += 1
+            return True
+        return False
+
+    def enqueue(self, waiter: W, priority: int = 0) -> None:
+        """Put ``waiter`` in line. ``priority`` matters only for the ``"priority"`` policy.
+
+        ``waiter`` must be hashable by identity and must not already be waiting.
+        """
+        entry = _Entry(waiter)
+        key = id(waiter)
+        if key in self._entries:
+            raise ValueError("waiter is already in line")
+        self._entries[key] = entry
+        self._waiting += 1
+        if self.policy == "fifo":
+            self._fifo.append(entry)
+        else:
+            heapq.heappush(self._heap, (-priority, next(self._seq), entry))
+
+    def withdraw(self, waiter: W) -> bool:
+        """Take ``waiter`` out of line; ``False`` if it was not waiting (already granted)."""
+        entry = self._entries.pop(id(waiter), None)
+        if entry is None:
+            return False
+        entry.live = False
+        self._waiting -= 1
+        return True
+
+    def release(self) -> list[W]:
+        """Give one slot back. Returns the waiters now granted a slot (to be woken)."""
+        if self.in_use <= 0:
+            raise RuntimeError("release() without a slot in use")
+        self.in_use -= 1
+        return self._grant()
+
+    def set_limit(self, limit: int) -> list[W]:
+        """Change the limit. Returns the waiters granted a slot because it grew."""
+        if limit < 1:
+            raise ValueError(f"slot limit must be at least 1, got {limit}")
+        self.limit = limit
+        return self._grant()
+
+    def _pop(self) -> _Entry[W] | None:
+        while self._fifo:
+            entry = self._fifo.popleft()
+            if entry.live:
+                return entry
+        while self._heap:
+            entry = heapq.heappop(self._heap)[2]
+            if entry.live:
+                return entry
+        return None
+
+    def _grant(self) -> list[W]:
+        granted: list[W] = []
+        while self._waiting and self.in_use < self.limit:
+            entry = self._pop()
+            if entry is None:  # pragma: no cover - _waiting counts live entries
+                break
+            del self._entries[id(entry.waiter)]
+            entry.live = False
+            self._waiting -= 1
+            self.in_use += 1
+            granted.append(entry.waiter)
+        return granted
+
+
+@attrs.define(eq=False)
+class AdaptiveLimit:
+    """Additive-increase / multiplicative-decrease arithmetic for the slot limit.
+
+    Args:
+        ceiling: the highest limit (the user's ``max_inflight``); also the starting value.
+        floor: the lowest limit (at least 1).
+        decrease_factor: the multiplier applied on overload, in ``(0, 1)``.
+    """
+
+    ceiling: int
+    floor: int = 1
+    decrease_factor: float = 0.5
+    value: float = attrs.field(init=False)
+    """The current limit before rounding down."""
+    epoch: int = attrs.field(default=0, init=False)
+    """How many decreases happened so far."""
+
+    def __attrs_post_init__(self) -> None:
+        if self.floor < 1 or self.ceiling < self.floor:
+            raise ValueError(f"need 1 <= floor <= ceiling, got {self.floor}..{self.ceiling}")
+        if not 0.0 < self.decrease_factor < 1.0:
+            raise ValueError(f"decrease_factor must be in (0, 1), got {self.decrease_factor}")
+        self.value = float(self.ceiling)
+
+    @property
+    def limit(self) -> int:
+        """The limit to apply now: an integer in ``[floor, ceiling]``."""
+        return max(self.floor, min(self.ceiling, int(self.value)))
+
+    def on_success(self) -> int:
+        """An exchange finished without an overload signal. Returns the new limit."""
+        self.value = min(float(self.ceiling), self.value + 1.0 / self.limit)
+        return self.limit
+
+    def on_overload(self, granted_epoch: int) -> int:
+        """The server signalled overload on a slot granted in ``granted_epoch``.
+
+        Returns the new limit (unchanged when this congestion was already reacted to).
+        """
+        if granted_epoch >= self.epoch:
+            self.value = max(float(self.floor), self.limit * self.decrease_factor)
+            self.epoch += 1
+        return self.limit

@@ -1,0 +1,116 @@
+"""The model request path: a slot around each attempt, back-off between attempts without one.
+
+Theory of operation
+-------------------
+One :meth:`ModelRequests.send` is one logical model request, made of attempts. Each attempt
+takes an inference slot from the :class:`~agentcore._slot_limiter.SlotLimiter` (FIFO or by
+priority), performs one exchange through the model client, and gives the slot back at once,
+telling the limiter whether the server signalled overload (for the adaptive limit). A failed
+attempt that the retry policy allows to retry sleeps its back-off *without* a slot and queues
+again; the first success or the final failure ends the request. The model client never raises
+for server or network failures (they come back classified), so the only exceptions here are
+cancellations, which release the slot on their way out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import trio
+
+from ._core.events import CallModel, ErrorKind, ModelFailed, ModelResponded
+from ._core.messages import Usage
+from ._core.retry import RetryPolicy
+from ._model_client import ModelClient
+from ._results import Run
+from ._slot_limiter import SlotLimiter
+from ._stats import RequestStats
+
+__all__ = ["ModelRequests"]
+
+_OVERLOAD_KINDS = frozenset({ErrorKind.RATE_LIMITED, ErrorKind.OVERLOADED})
+
+
+class ModelRequests:
+    """Sends model requests for one driver and keeps their statistics."""
+
+    def __init__(
+        self,
+        client: ModelClient,
+        limiter: SlotLimiter,
+        retry: RetryPolicy,
+        random: Callable[[], float],
+    ) -> None:
+        self._client = client
+        self._limiter = limiter
+        self._retry = retry
+        self._random = random
+        self.attempts = 0
+        """Exchanges made, retries included."""
+        self.requests: list[RequestStats] = []
+        """One entry per finished request."""
+
+    async def send(self, call: CallModel, run: Run | None) -> ModelResponded | ModelFailed:
+        """Make ``call`` through a slot, retrying as the policy allows; record its statistics."""
+        limiter = self._limiter
+        first = trio.current_time()
+        owner = call.request_id if run is None else run.index
+        priority = call.hints.priority
+        attempts = 0
+        slot_wait = 0.0
+        while True:
+            slot = await limiter.acquire(owner, priority)
+            attempts += 1
+            self.attempts += 1
+            if run is not None and attempts == 1:
+                run.turns += 1
+            slot_wait += slot.wait
+            try:
+                exchange = await self._client.exchange(call)
+            except BaseException:
+                limiter.release(slot)
+                raise
+            now = trio.current_time()
+            latency = now - slot.granted_at
+            event = exchange.event
+            if isinstance(event, ModelFailed):
+                limiter.release(slot, overloaded=event.error.kind in _OVERLOAD_KINDS, now=now)
+            else:
+                limiter.release(slot, succeeded=True, now=now)
+            if run is not None:
+                run.attempts += 1
+                run.model_time += latency
+                run.slot_wait += slot.wait
+            if isinstance(event, ModelResponded):
+                break
+            deadline = trio.current_effective_deadline()
+            wait = self._retry.delay(
+                attempt=attempts,
+                error=event.error,
+                elapsed=now - first,
+                random=self._random,
+                remaining=None if deadline == math.inf else deadline - now,
+            )
+            if wait is None:
+                break
+            await trio.sleep(wait)
+        if run is not None:
+            run.ttft.append(exchange.ttft)
+        usage = event.usage if isinstance(event, ModelResponded) else Usage()
+        self.requests.append(
+            RequestStats(  # positional: this runs once per model request
+                call.request_id,
+                None if run is None else run.index,
+                attempts,
+                slot_wait,
+                latency,
+                now - first,
+                exchange.ttft,
+                usage.prompt_tokens,
+                usage.completion_tokens,
+                usage.cached_tokens,
+                event.error.kind if isinstance(event, ModelFailed) else None,
+            )
+        )
+        return event

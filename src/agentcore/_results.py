@@ -1,0 +1,142 @@
+"""What a run ends with (:class:`Result`), and the bookkeeping of runs in progress."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import attrs
+import trio
+
+from ._core.events import AbortReason, CallModel
+from ._core.loop import AgentLoop
+from ._core.messages import Message, Usage
+
+__all__ = ["Group", "Result", "ResultStream", "Run", "RunTimings", "Status"]
+
+Status = Literal["ok", "failed", "cancelled"]
+"""How a run ended: with an output, without one, or because it was cancelled."""
+
+
+@attrs.frozen
+class RunTimings:
+    """Where the time of one run went. Instants are trio time (``trio.current_time()``)."""
+
+    started: float
+    ended: float
+    model_time: float
+    """Seconds of model exchanges (a slot held), retries included."""
+    tool_time: float
+    """Seconds during which at least one tool call was running."""
+    slot_wait: float
+    """Seconds spent waiting for slots."""
+    ttft: tuple[float | None, ...]
+    """Time to first token of each model request, in order (``None`` when not streamed)."""
+    attempts: int
+    """HTTP exchanges made, retries included."""
+
+    @property
+    def wall(self) -> float:
+        """Seconds from start to end."""
+        return self.ended - self.started
+
+
+@attrs.frozen
+class Result:
+    """How one agent run ended.
+
+    ``status`` is ``"ok"`` when the loop finished with an output, ``"cancelled"`` when the run
+    was cancelled, ``"failed"`` otherwise (model failure, exhausted budgets, deadline); then
+    ``error`` says why.
+    """
+
+    index: int
+    """The run's index (its position in the input of a batch)."""
+    status: Status
+    output: Any
+    """The loop's output (``None`` unless ``status == "ok"``)."""
+    error: AbortReason | None
+    transcript: tuple[Message, ...]
+    usage: Usage
+    timings: RunTimings
+    turns: int
+    """Model requests made (sent at least once)."""
+
+
+@attrs.define(eq=False)
+class Run:
+    """The mutable bookkeeping of one run, owned by its task."""
+
+    index: int
+    loop: AgentLoop
+    scope: trio.CancelScope
+    started: float
+    cancelled: bool = False
+    pending_model: CallModel | None = None
+    turns: int = 0
+    attempts: int = 0
+    model_time: float = 0.0
+    slot_wait: float = 0.0
+    ttft: list[float | None] = attrs.field(factory=list)
+    tools_running: int = 0
+    tools_since: float = 0.0
+    tool_time: float = 0.0
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        self.scope.cancel()
+
+    def tool_started(self) -> None:
+        if self.tools_running == 0:
+            self.tools_since = trio.current_time()
+        self.tools_running += 1
+
+    def tool_ended(self) -> None:
+        self.tools_running -= 1
+        if self.tools_running == 0:
+            self.tool_time += trio.current_time() - self.tools_since
+
+
+@attrs.define(eq=False)
+class Group:
+    """Runs that are cancelled together (one batch, or the whole driver)."""
+
+    runs: set[Run] = attrs.field(factory=set)
+    cancelled: bool = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        for run in list(self.runs):
+            run.cancel()
+
+
+class ResultStream:
+    """Results of a batch in completion order; iterate with ``async for``.
+
+    Made by :meth:`Driver.stream`. The iteration ends once every run has reported.
+    """
+
+    def __init__(self, receive: trio.MemoryReceiveChannel[Result], group: Group) -> None:
+        self._receive = receive
+        self._group = group
+
+    def __aiter__(self) -> ResultStream:
+        return self
+
+    async def __anext__(self) -> Result:
+        try:
+            return await self._receive.receive()
+        except trio.EndOfChannel:
+            raise StopAsyncIteration from None
+
+    def cancel(self) -> None:
+        """End every run of this batch promptly.
+
+        Runs still going (or not started yet) report a ``cancelled`` result; results that
+        finished before stay as they were. Iteration goes on until every run has reported.
+        """
+        self._group.cancel()
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether :meth:`cancel` (or :meth:`Driver.cancel`) was called."""
+        return self._group.cancelled

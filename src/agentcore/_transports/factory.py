@@ -1,0 +1,49 @@
+"""Choosing and building a transport for a backend's base URL."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from .._core.errors import ConfigError
+from .hosted import HttpxTransport
+from .lean import LeanTransport, Origin
+from .protocol import Transport
+
+__all__ = ["TransportKind", "make_transport"]
+
+TransportKind = Literal["lean", "httpx"]
+"""``"lean"``: h11 on trio streams, one connection per slot (self-hosted servers).
+``"httpx"``: ``httpx.AsyncClient`` (hosted APIs: proxies, HTTP/2, auth flows)."""
+
+
+def make_transport(
+    base_url: str,
+    *,
+    kind: TransportKind,
+    max_connections: int,
+    verify: bool = True,
+) -> Transport:
+    """Build the transport for the server at ``base_url``.
+
+    Args:
+        base_url: the backend's base URL, e.g. ``http://127.0.0.1:8000/v1``; requests carry
+            absolute URLs. The lean transport serves only this URL's origin.
+        kind: which implementation to use.
+        max_connections: connections kept for reuse; match the number of inference slots.
+        verify: verify TLS certificates.
+
+    Returns:
+        A transport; close it with ``await transport.aclose()``.
+
+    Raises:
+        ConfigError: unknown ``kind``, a base URL that is not absolute http(s), or
+            ``max_connections`` below 1.
+    """
+    origin = Origin.from_url(base_url)
+    if max_connections < 1:
+        raise ConfigError(f"max_connections must be at least 1, not {max_connections}")
+    if kind == "lean":
+        return LeanTransport(origin, max_connections=max_connections, verify=verify)
+    if kind == "httpx":
+        return HttpxTransport(max_connections=max_connections, verify=verify)
+    raise ConfigError(f"unknown transport kind {kind!r}; use 'lean' or 'httpx'")

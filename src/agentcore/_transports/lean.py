@@ -1,0 +1,766 @@
+"""A lean HTTP/1.1 :class:`~agentcore._codecs.http.Transport` on h11 and trio streams.
+
+Theory of operation
+-------------------
+The transport talks to exactly one origin (scheme, host, port). The driver bounds how many
+model calls run at once (its inference slots), so the transport never queues: every exchange
+takes a connection of its own, and a connection serves one exchange at a time.
+
+Idle connections sit on a free list used as a stack. An exchange pops the most recently used
+connection (the one least likely to have been timed out by the server) or, when the list is
+empty, opens a new one. Nothing ever scans the list: there is no pool search and no polling of
+idle sockets, so the cost of a request does not depend on how many connections exist.
+
+A connection goes back on the list only after a clean keep-alive cycle: the request was sent
+whole, the response was read to its end, and h11 reports both sides ``DONE`` (a server that
+answered ``Connection: close`` or framed its body by closing leaves its side ``MUST_CLOSE``).
+Anything else (an error, a timeout, a cancellation, a caller leaving a stream before its end)
+closes the socket at once, synchronously, so an unknown state is never reused and no socket
+outlives its exchange. The free list holds at most ``max_connections`` entries.
+
+Servers close kept-alive connections whenever they like (llama.cpp does after streamed replies,
+most servers after an idle timeout), and the client learns it only when it next uses the
+socket. So an exchange that fails on a *reused* connection before any byte of the response
+arrived is retried once on a fresh connection. Once a response byte arrived, the server has
+seen the request and nothing is retried.
+
+Requests are written by the transport itself: the codec's headers are checked (token names,
+no control characters in values) and joined behind the request line, ``Host`` and
+``Content-Length``. h11 parses every response. To read a response, h11's client state machine
+must have seen a request, so it is shown a stand-in request with the same method (the only
+property of the request that changes how a response is framed).
+
+Time limits come from :class:`~agentcore._codecs.http.Timeouts`. One trio cancel scope covers an
+exchange; before every I/O call its deadline moves to the earlier of the ``total`` deadline and
+now + the limit of that step (``connect`` for opening the connection and the TLS handshake,
+``read`` for the request write and every wait for response bytes). A caller's own cancellation
+passes through untouched; the scope only catches its own deadline.
+
+Every failure leaves as :class:`~agentcore.wire.TransportError`; ``response_started`` tells whether
+any response byte had arrived.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import re
+import socket
+import ssl
+from types import TracebackType
+from typing import Any, cast
+from urllib.parse import urlsplit
+
+import attrs
+import h11
+import trio
+
+from .._codecs.http import Headers, HttpRequest, HttpResponse, Timeouts
+from .._core.errors import ConfigError, TransportError
+
+__all__ = ["LeanTransport", "LeanTransportStatistics", "Origin"]
+
+# One receive_some call takes whatever the kernel holds, up to this much. A chat completion
+# fits in one read; a streamed body arrives as the server flushes it.
+_READ_SIZE = 65536
+
+# Request bodies below this size are sent in the same write as the head (one syscall, one
+# segment with TCP_NODELAY); larger ones are written separately to avoid copying them.
+_JOIN_LIMIT = 65536
+
+# Headers the transport owns: it frames the body itself and names the origin it talks to.
+_OWN_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
+
+# RFC 9110 token (header names, methods) and the characters a header value must not hold.
+_TOKEN = re.compile(r"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
+_BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+_BAD_TARGET = re.compile(r"[^\x21-\x7e]")
+
+# Header names already checked; bounded so odd callers cannot grow it without limit.
+_MAX_KNOWN_NAMES = 256
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+# Failure kinds that, on a reused connection and before any response byte, mean the server
+# had dropped the connection while it sat idle.
+_STALE_KINDS = frozenset({"closed", "read", "write"})
+
+_NEED_DATA = h11.NEED_DATA
+_DONE = h11.DONE
+_END = h11.EndOfMessage()
+_IO_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+
+
+@attrs.frozen
+class Origin:
+    """Scheme, host and port of the server a transport talks to."""
+
+    scheme: str
+    host: str
+    port: int
+
+    @classmethod
+    def from_url(cls, url: str) -> Origin:
+        """The origin of an absolute ``http`` or ``https`` URL.
+
+        Raises:
+            ConfigError: the URL is not an absolute http(s) URL with a host.
+        """
+        try:
+            parts = urlsplit(url)
+            port = parts.port
+        except ValueError as exc:
+            raise ConfigError(f"invalid URL {url!r}: {exc}") from exc
+        scheme = parts.scheme.lower()
+        if scheme not in _DEFAULT_PORTS:
+            raise ConfigError(f"URL {url!r} must start with http:// or https://")
+        host = parts.hostname
+        if not host:
+            raise ConfigError(f"URL {url!r} has no host")
+        return cls(scheme, host, _DEFAULT_PORTS[scheme] if port is None else port)
+
+    @property
+    def authority(self) -> str:
+        """``host[:port]`` as it appears in URLs and the ``Host`` header."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        if self.port == _DEFAULT_PORTS[self.scheme]:
+            return host
+        return f"{host}:{self.port}"
+
+    def __str__(self) -> str:
+        return f"{self.scheme}://{self.authority}"
+
+
+@attrs.frozen
+class LeanTransportStatistics:
+    """Connection counters of a :class:`LeanTransport`."""
+
+    connections_open: int
+    """Sockets currently open (idle plus in use)."""
+    connections_idle: int
+    """Sockets on the free list."""
+    connections_opened: int
+    """Sockets opened since the transport was created."""
+    requests: int
+    """Exchanges started."""
+    retries: int
+    """Exchanges retried on a fresh connection after a reused one turned out dead."""
+
+
+class _Connection:
+    """One socket and the h11 state machine of its current exchange.
+
+    Plain connections do their I/O on the non-blocking stdlib socket with trio's
+    ``wait_readable``/``wait_writable`` (what ``trio.SocketStream`` does, minus its layers);
+    TLS connections go through ``trio.SSLStream``.
+    """
+
+    __slots__ = ("eof", "h11", "sock", "tls")
+
+    def __init__(
+        self, sock: socket.socket | trio.socket.SocketType, tls: trio.SSLStream[Any] | None
+    ):
+        self.sock = sock
+        """Plain: the stdlib socket used for I/O. TLS: the trio socket below the stream."""
+        self.tls = tls
+        self.h11 = h11.Connection(h11.CLIENT)
+        self.eof = False
+
+    def send_now(self, data: bytes) -> int:
+        """Write what the kernel takes without waiting; how many bytes that was.
+
+        TLS connections write nothing here (their records go through :meth:`send_rest`).
+        """
+        if self.tls is not None:
+            return 0
+        try:
+            return cast(socket.socket, self.sock).send(data)
+        except BlockingIOError:
+            return 0
+
+    async def send_rest(self, data: bytes, sent: int) -> None:
+        """Write ``data[sent:]``, waiting for the socket as needed."""
+        if self.tls is not None:
+            await self.tls.send_all(data[sent:] if sent else data)
+            return
+        sock = cast(socket.socket, self.sock)
+        view = memoryview(data)
+        while sent < len(data):
+            await trio.lowlevel.wait_writable(sock)
+            with contextlib.suppress(BlockingIOError):
+                sent += sock.send(view[sent:])
+
+    async def receive_some(self, wait_first: bool) -> bytes:
+        """The next bytes from the peer (``b""`` at its end).
+
+        ``wait_first`` skips the first read attempt when the data cannot be there yet (right
+        after sending a request); otherwise, data read without waiting is followed by a
+        checkpoint, so every call is one.
+        """
+        if self.tls is not None:
+            return cast(bytes, await self.tls.receive_some(_READ_SIZE))
+        sock = cast(socket.socket, self.sock)
+        if wait_first:
+            await trio.lowlevel.wait_readable(sock)
+        else:
+            try:
+                data = sock.recv(_READ_SIZE)
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(sock)
+            else:
+                await trio.lowlevel.checkpoint()
+                return data
+        while True:
+            try:
+                return sock.recv(_READ_SIZE)
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(sock)
+
+    def receive_now(self) -> bytes:
+        """Bytes the kernel already holds, without waiting (``b""`` if none, or for TLS)."""
+        if self.tls is not None:
+            return b""
+        try:
+            return cast(socket.socket, self.sock).recv(_READ_SIZE)
+        except BlockingIOError:
+            return b""
+
+    def close(self) -> bool:
+        """Close the socket now (no await); ``False`` if it was closed already."""
+        sock = self.sock
+        if sock.fileno() == -1:
+            return False
+        if self.tls is None:
+            trio.lowlevel.notify_closing(sock)
+        sock.close()
+        return True
+
+
+def _origin_prefixes(origin: Origin) -> tuple[str, ...]:
+    host = f"[{origin.host}]" if ":" in origin.host else origin.host
+    explicit = f"{origin.scheme}://{host}:{origin.port}"
+    if origin.port == _DEFAULT_PORTS[origin.scheme]:
+        return (f"{origin.scheme}://{host}", explicit)
+    return (explicit,)
+
+
+@functools.cache
+def _client_ssl_context(verify: bool) -> ssl.SSLContext:
+    # Loading the system CA store is slow; contexts are shared by every transport.
+    context = ssl.create_default_context()
+    if not verify:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    context.set_alpn_protocols(["http/1.1"])
+    return context
+
+
+def _describe(exc: BaseException) -> str:
+    cause = exc.__cause__ or exc.__context__
+    text = str(exc) or type(exc).__name__
+    if cause is not None and isinstance(exc, trio.BrokenResourceError):
+        text = f"{text}: {cause or type(cause).__name__}"
+    return text
+
+
+def _decode_headers(head: h11.Response) -> list[tuple[str, str]]:
+    return [(n.decode("ascii"), v.decode("latin-1")) for n, v in head.headers]
+
+
+class _Encoded:
+    """A request turned into bytes, plus the stand-in request h11 is shown."""
+
+    __slots__ = ("body", "head", "standin")
+
+    def __init__(self, head: bytes, body: bytes | None, standin: h11.Request) -> None:
+        self.head = head
+        self.body = body
+        self.standin = standin
+
+
+class LeanTransport:
+    """HTTP/1.1 to one origin, one kept-alive connection per concurrent exchange.
+
+    Safe to use from many trio tasks at once; the number of connections follows the number of
+    concurrent exchanges, which the caller bounds.
+
+    Args:
+        origin: the server; requests must carry absolute URLs on this origin.
+        max_connections: how many idle connections are kept for reuse.
+        verify: verify the server's TLS certificate (``https`` only).
+        ssl_context: the TLS settings to use instead of the default context (``verify`` is
+            then ignored).
+    """
+
+    def __init__(
+        self,
+        origin: Origin,
+        *,
+        max_connections: int,
+        verify: bool = True,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        if max_connections < 1:
+            raise ConfigError(f"max_connections must be at least 1, not {max_connections}")
+        self._origin = origin
+        self._prefixes = _origin_prefixes(origin)
+        self._host_line = f"\r\nhost: {origin.authority.encode('idna').decode('ascii')}\r\n"
+        self._max_idle = max_connections
+        self._ssl: ssl.SSLContext | None = None
+        if origin.scheme == "https":
+            self._ssl = ssl_context if ssl_context is not None else _client_ssl_context(verify)
+        self._standins: dict[str, h11.Request] = {}
+        self._known_names: set[str] = set()
+        self._idle: list[_Connection] = []
+        self._opened = 0
+        self._discarded = 0
+        self._requests = 0
+        self._retries = 0
+        self._closed = False
+
+    @property
+    def origin(self) -> Origin:
+        """The server this transport talks to."""
+        return self._origin
+
+    # ---- request encoding (pure) ----
+
+    def _target(self, url: str) -> str:
+        target: str | None = None
+        for prefix in self._prefixes:
+            if url.startswith(prefix):
+                rest = url[len(prefix) :]
+                if not rest:
+                    target = "/"
+                elif rest[0] == "/":
+                    target = rest
+                elif rest[0] == "?":
+                    target = "/" + rest
+                break
+        if target is None:
+            # Not in the canonical spelling (case, default port written out...): parse it.
+            try:
+                same = Origin.from_url(url) == self._origin
+            except ConfigError:
+                same = False
+            if not same:
+                raise TransportError(
+                    "connect", f"{url!r} is not on this transport's origin {self._origin}"
+                )
+            parts = urlsplit(url)
+            target = parts.path or "/"
+            if parts.query:
+                target = f"{target}?{parts.query}"
+        if _BAD_TARGET.search(target) is not None:
+            raise TransportError("protocol", f"the URL {url!r} is not percent-encoded")
+        return target
+
+    def _standin(self, method: str) -> h11.Request:
+        standin = self._standins.get(method)
+        if standin is None:
+            if _TOKEN.fullmatch(method) is None:
+                raise TransportError("protocol", f"invalid HTTP method {method!r}")
+            standin = h11.Request(method=method, target="/", headers=[("host", "standin")])
+            self._standins[method] = standin
+        return standin
+
+    def _encode(self, request: HttpRequest) -> _Encoded:
+        method = request.method
+        standin = self._standin(method)
+        body = request.body
+        known = self._known_names
+        lines = [method, " ", self._target(request.url), " HTTP/1.1", self._host_line]
+        for name, value in request.headers:
+            if name in _OWN_HEADERS:
+                continue
+            if name not in known:
+                if _TOKEN.fullmatch(name) is None:
+                    raise TransportError("protocol", f"invalid header name {name!r}")
+                if len(known) < _MAX_KNOWN_NAMES:
+                    known.add(name)
+            if _BAD_VALUE.search(value) is not None:
+                raise TransportError("protocol", f"invalid character in header {name!r}")
+            lines += (name, ": ", value, "\r\n")
+        if body or (method != "GET" and method != "HEAD"):  # noqa: PLR1714
+            lines += ("content-length: ", str(len(body)), "\r\n")
+        lines.append("\r\n")
+        try:
+            head = "".join(lines).encode("latin-1")
+        except UnicodeEncodeError as exc:
+            raise TransportError("protocol", f"header values must be latin-1: {exc}") from exc
+        if not body:
+            return _Encoded(head, None, standin)
+        if len(body) < _JOIN_LIMIT:
+            return _Encoded(head + body, None, standin)
+        return _Encoded(head, body, standin)
+
+    # ---- connections ----
+
+    async def _connect(self, exchange: _Exchange) -> _Connection:
+        exchange.arm(exchange.timeouts.connect, "connect")
+        exchange.phase = "connecting"
+        origin = self._origin
+        try:
+            tcp = await trio.open_tcp_stream(origin.host, origin.port)
+        except OSError as exc:
+            raise TransportError("connect", f"cannot connect to {origin}: {exc}") from exc
+        if self._ssl is None:
+            # Take the socket out of trio's stream (TCP_NODELAY stays set on it).
+            raw = socket.socket(fileno=tcp.socket.detach())
+            raw.setblocking(False)
+            conn = _Connection(raw, None)
+        else:
+            tls = trio.SSLStream(tcp, self._ssl, server_hostname=origin.host, https_compatible=True)
+            try:
+                await tls.do_handshake()
+            except BaseException as exc:
+                tcp.socket.close()
+                if isinstance(exc, trio.BrokenResourceError | OSError):
+                    raise TransportError(
+                        "connect", f"TLS handshake with {origin} failed: {_describe(exc)}"
+                    ) from exc
+                raise
+            conn = _Connection(tcp.socket, tls)
+        self._opened += 1
+        return conn
+
+    def _discard(self, conn: _Connection) -> None:
+        """Close ``conn`` now, without awaiting (safe in cleanup paths and under cancellation)."""
+        if conn.close():
+            self._discarded += 1
+
+    def _release(self, conn: _Connection) -> None:
+        """Keep ``conn`` for reuse after a clean cycle, otherwise close it."""
+        state = conn.h11
+        if (
+            state.our_state is _DONE
+            and state.their_state is _DONE
+            and not self._closed
+            and len(self._idle) < self._max_idle
+        ):
+            state.start_next_cycle()
+            self._idle.append(conn)
+        else:
+            self._discard(conn)
+
+    # ---- the Transport interface ----
+
+    async def send(self, request: HttpRequest, timeouts: Timeouts) -> HttpResponse:
+        """Perform the exchange and read the whole body.
+
+        Raises:
+            TransportError: the exchange failed or timed out.
+        """
+        encoded = self._encode(request)
+        exchange = _Exchange(self, timeouts)
+        with exchange.scope:
+            try:
+                head = await exchange.start(encoded)
+                body = await exchange.read_body()
+            except BaseException:
+                exchange.abandon()
+                raise
+            return HttpResponse(head.status_code, _decode_headers(head), body)
+        raise exchange.timed_out()
+
+    def open_stream(self, request: HttpRequest, timeouts: Timeouts) -> _LeanStreamContext:
+        """Perform the exchange; the context yields the response as its body arrives.
+
+        Leaving the context before the body ended closes the connection (unless the rest of
+        the body had already been received).
+
+        Raises:
+            TransportError: (on entry or from ``receive``) the exchange failed or timed out.
+        """
+        return _LeanStreamContext(self, request, timeouts)
+
+    def statistics(self) -> LeanTransportStatistics:
+        """Connection and request counters."""
+        return LeanTransportStatistics(
+            connections_open=self._opened - self._discarded,
+            connections_idle=len(self._idle),
+            connections_opened=self._opened,
+            requests=self._requests,
+            retries=self._retries,
+        )
+
+    async def aclose(self) -> None:
+        """Close the idle connections; connections in use close when their exchange ends.
+        Later requests fail with ``TransportError("closed")``."""
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            self._discard(conn)
+        await trio.lowlevel.checkpoint()
+
+
+class _Exchange:
+    """One request and its response, on at most one connection at a time.
+
+    The owner enters :attr:`scope` around every group of calls; :meth:`arm` moves the scope's
+    deadline before each I/O call. On any exception the owner calls :meth:`abandon`, and when
+    the scope caught its own deadline it raises :meth:`timed_out`.
+    """
+
+    __slots__ = ("conn", "deadline", "limit", "phase", "scope", "started", "timeouts", "transport")
+
+    def __init__(self, transport: LeanTransport, timeouts: Timeouts) -> None:
+        self.transport = transport
+        self.timeouts = timeouts
+        total = timeouts.total
+        self.deadline = math.inf if total is None else trio.current_time() + total
+        self.scope = trio.CancelScope(deadline=self.deadline)
+        self.conn: _Connection | None = None
+        self.started = False
+        self.phase = "sending the request"
+        self.limit = "total"
+
+    def arm(self, seconds: float | None, limit: str) -> None:
+        """Bound the next I/O call by ``seconds`` (and the total deadline)."""
+        deadline = self.deadline
+        if seconds is not None:
+            at = trio.current_time() + seconds
+            if at < deadline:
+                self.scope.deadline = at
+                self.limit = limit
+                return
+        self.scope.deadline = deadline
+        self.limit = "total"
+
+    def timed_out(self) -> TransportError:
+        return TransportError(
+            "timeout",
+            f"{self.phase} exceeded the {self.limit} time limit",
+            response_started=self.started,
+        )
+
+    def abandon(self) -> None:
+        """Close the connection in use, if any: its state is unknown."""
+        conn = self.conn
+        if conn is not None:
+            self.conn = None
+            self.transport._discard(conn)
+
+    def protocol_error(self, conn: _Connection, exc: h11.ProtocolError) -> TransportError:
+        started = self.started
+        if conn.eof:
+            where = "inside the response" if started else "before responding"
+            return TransportError(
+                "closed", f"the server closed the connection {where}", response_started=started
+            )
+        return TransportError("protocol", f"malformed response: {exc}", response_started=started)
+
+    async def _write(self, conn: _Connection, data: bytes) -> None:
+        try:
+            # A request usually fits in the socket buffer at once; the time limit is only
+            # needed when the write has to wait.
+            sent = conn.send_now(data)
+            if sent < len(data):
+                self.arm(self.timeouts.read, "read")
+                await conn.send_rest(data, sent)
+        except _IO_ERRORS as exc:
+            raise TransportError("write", f"sending the request failed: {_describe(exc)}") from exc
+
+    async def fill(self, conn: _Connection, wait_first: bool = False) -> None:
+        """Feed the next bytes from the socket (or its end) to h11."""
+        self.arm(self.timeouts.read, "read")
+        try:
+            data = await conn.receive_some(wait_first)
+        except _IO_ERRORS as exc:
+            raise TransportError(
+                "read",
+                f"receiving the response failed: {_describe(exc)}",
+                response_started=self.started,
+            ) from exc
+        if data:
+            self.started = True
+        else:
+            conn.eof = True
+        conn.h11.receive_data(data)
+
+    async def _send_and_read_head(self, conn: _Connection, encoded: _Encoded) -> h11.Response:
+        state = conn.h11
+        state.send(encoded.standin)
+        state.send(_END)
+        self.phase = "sending the request"
+        await self._write(conn, encoded.head)
+        if encoded.body is not None:
+            await self._write(conn, encoded.body)
+        self.phase = "waiting for the response"
+        await self.fill(conn, wait_first=True)
+        while True:
+            try:
+                got = state.next_event()
+            except h11.ProtocolError as exc:
+                raise self.protocol_error(conn, exc) from exc
+            if got is _NEED_DATA:
+                await self.fill(conn)
+            elif type(got) is h11.Response:
+                self.phase = "reading the body"
+                return got
+            elif type(got) is not h11.InformationalResponse:
+                raise TransportError(
+                    "protocol", f"unexpected {got!r} before the response", response_started=True
+                )
+
+    async def start(self, encoded: _Encoded) -> h11.Response:
+        """Send the request and read the response head, retrying once on a fresh connection
+        when a reused one turns out to be dead."""
+        transport = self.transport
+        if transport._closed:
+            raise TransportError("closed", "the transport is closed")
+        transport._requests += 1
+        if transport._idle:
+            conn = self.conn = transport._idle.pop()
+            try:
+                return await self._send_and_read_head(conn, encoded)
+            except TransportError as exc:
+                if self.started or exc.kind not in _STALE_KINDS:
+                    raise
+            self.abandon()
+            transport._retries += 1
+        conn = self.conn = await transport._connect(self)
+        return await self._send_and_read_head(conn, encoded)
+
+    async def read_body(self) -> bytes:
+        """Read the rest of the body and give the connection back."""
+        return await self._read(to_end=True)
+
+    async def read_available(self) -> bytes:
+        """Every body byte h11 can decode now, reading from the socket only if there is none;
+        ``b""`` at the end of the body (the connection is then given back)."""
+        if self.conn is None:
+            await trio.lowlevel.checkpoint()
+            return b""
+        return await self._read(to_end=False)
+
+    async def _read(self, *, to_end: bool) -> bytes:
+        """Body bytes up to the end of the body (``to_end``), or else as soon as there are
+        some; at the end of the body the connection is given back."""
+        conn = self.conn
+        assert conn is not None
+        state = conn.h11
+        pieces: list[bytes] = []
+        while True:
+            try:
+                got = state.next_event()
+            except h11.ProtocolError as exc:
+                raise self.protocol_error(conn, exc) from exc
+            if got is _NEED_DATA:
+                if pieces and not to_end:
+                    return b"".join(pieces)
+                await self.fill(conn)
+            elif type(got) is h11.Data:
+                pieces.append(got.data)
+            elif type(got) is h11.EndOfMessage:
+                self.conn = None
+                self.transport._release(conn)
+                return b"".join(pieces)
+            else:
+                raise TransportError(
+                    "protocol", f"unexpected {got!r} in the response", response_started=True
+                )
+
+    def finish(self) -> None:
+        """Give the connection back if the rest of the body has already arrived, else close it.
+
+        A streaming caller usually stops at the last event of the body (``data: [DONE]``)
+        without asking for the end; the chunked terminator is then in h11's buffer or in the
+        socket's, and the connection can still be reused. Nothing here waits.
+        """
+        conn = self.conn
+        if conn is None:
+            return
+        self.conn = None
+        state = conn.h11
+        try:
+            while True:
+                got = state.next_event()
+                if got is _NEED_DATA:
+                    data = conn.receive_now()
+                    if not data:
+                        break
+                    state.receive_data(data)
+                elif type(got) is h11.EndOfMessage:
+                    self.transport._release(conn)
+                    return
+                elif type(got) is not h11.Data:
+                    break
+        except (h11.ProtocolError, *_IO_ERRORS):
+            pass
+        self.transport._discard(conn)
+
+
+class _LeanResponseStream:
+    """The body of one streamed response, read from its connection on demand."""
+
+    __slots__ = ("_error", "_exchange", "headers", "status")
+
+    def __init__(self, exchange: _Exchange, head: h11.Response) -> None:
+        self._exchange = exchange
+        self._error: TransportError | None = None
+        self.status: int = head.status_code
+        self.headers: Headers = tuple(_decode_headers(head))
+
+    async def receive(self) -> bytes:
+        """Every body byte that can be decoded now, waiting for more if there is none;
+        ``b""`` once the body is complete.
+
+        Raises:
+            TransportError: the connection failed, the body was truncated or a limit expired.
+        """
+        if self._error is not None:
+            await trio.lowlevel.checkpoint()
+            raise self._error
+        exchange = self._exchange
+        exchange.scope = trio.CancelScope(deadline=exchange.deadline)
+        with exchange.scope:
+            try:
+                return await exchange.read_available()
+            except TransportError as exc:
+                self._error = exc
+                exchange.abandon()
+                raise
+            except BaseException:
+                self._error = TransportError(
+                    "closed", "the stream was interrupted", response_started=True
+                )
+                exchange.abandon()
+                raise
+        self._error = exchange.timed_out()
+        raise self._error
+
+
+class _LeanStreamContext:
+    __slots__ = ("_exchange", "_request", "_timeouts", "_transport")
+
+    def __init__(self, transport: LeanTransport, request: HttpRequest, timeouts: Timeouts):
+        self._transport = transport
+        self._request = request
+        self._timeouts = timeouts
+        self._exchange: _Exchange | None = None
+
+    async def __aenter__(self) -> _LeanResponseStream:
+        encoded = self._transport._encode(self._request)
+        exchange = _Exchange(self._transport, self._timeouts)
+        with exchange.scope:
+            try:
+                head = await exchange.start(encoded)
+            except BaseException:
+                exchange.abandon()
+                raise
+            self._exchange = exchange
+            return _LeanResponseStream(exchange, head)
+        raise exchange.timed_out()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        exchange = self._exchange
+        if exchange is not None:
+            self._exchange = None
+            exchange.finish()

@@ -1,0 +1,53 @@
+"""Extension points at the wire: HTTP values, codecs, transports and model clients.
+
+Use this namespace to add a wire dialect (a :class:`Codec` and its :class:`StreamDecoder`), a
+transport (:class:`Transport`), or a model client of your own (:class:`ModelClient`; the
+driver accepts any object that implements it), or to configure a :class:`Backend` by hand.
+
+- :class:`HttpRequest`, :class:`HttpResponse`: what codecs build and parse, transports move.
+- :class:`Codec`, :class:`StreamDecoder`, :class:`TextDelta`, :class:`ToolCallDelta`: a dialect.
+- :class:`Transport`, :class:`ResponseStream`, :class:`TransportError`: moving requests and
+  streamed responses, and the one exception a transport raises.
+- :class:`ModelClient`, :class:`Exchange`: one model exchange, as the driver sees it.
+- :class:`SSEDecoder`, :class:`SSEEvent`: the server-sent-events decoder the codecs use.
+- :func:`backend`, :class:`Backend`: a backend URL to a configured codec and transport.
+"""
+
+from __future__ import annotations
+
+from ._backends import backend as backend
+from ._codecs.codec import Backend as Backend
+from ._codecs.codec import Codec as Codec
+from ._codecs.codec import StreamDecoder as StreamDecoder
+from ._codecs.codec import TextDelta as TextDelta
+from ._codecs.codec import ToolCallDelta as ToolCallDelta
+from ._codecs.http import HttpRequest as HttpRequest
+from ._codecs.http import HttpResponse as HttpResponse
+from ._codecs.sse import SSEDecoder as SSEDecoder
+from ._codecs.sse import SSEEvent as SSEEvent
+from ._core.errors import TransportError as TransportError
+from ._model_client import Exchange as Exchange
+from ._model_client import ModelClient as ModelClient
+from ._public import publish as _publish
+from ._transports.protocol import ResponseStream as ResponseStream
+from ._transports.protocol import Transport as Transport
+
+__all__ = [
+    "Backend",
+    "Codec",
+    "Exchange",
+    "HttpRequest",
+    "HttpResponse",
+    "ModelClient",
+    "ResponseStream",
+    "SSEDecoder",
+    "SSEEvent",
+    "StreamDecoder",
+    "TextDelta",
+    "ToolCallDelta",
+    "Transport",
+    "TransportError",
+    "backend",
+]
+
+_publish(__name__, __all__, globals())

@@ -50,7 +50,7 @@ NAMESPACES = {
     "agentcore.wire": {
         "Backend", "backend", "Codec", "StreamDecoder", "TextDelta", "ToolCallDelta",
         "HttpRequest", "HttpResponse", "SSEDecoder", "SSEEvent", "Exchange", "ModelClient",
-        "ResponseStream", "Transport", "TransportError",
+        "ResponseStream", "Transport", "TransportError", "TransportErrorKind",
     },
     "agentcore.sim": {
         "SimConfig", "SimServer", "SimStatistics", "open_sim_server", "run_sim_server",

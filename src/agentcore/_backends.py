@@ -34,6 +34,7 @@ from ._codecs.codec import Backend, Codec
 from ._codecs.dialects import DIALECTS
 from ._codecs.openai import OpenAICodec
 from ._core.errors import ConfigError
+from ._core.validators import check_header_value
 
 __all__ = ["backend"]
 
@@ -92,6 +93,8 @@ def backend(
     given = dict(options)
     if not isinstance(stream, bool):
         raise ConfigError(f"stream must be True or False, got {stream!r}")
+    if api_key is not None:
+        check_header_value("the API key (api_key=)", api_key, secret=True)
     if transport not in (None, "lean", "httpx"):
         raise ConfigError(f"transport must be 'lean' or 'httpx', got {transport!r}")
     if stream:
@@ -180,9 +183,12 @@ def _base_url(
 
 
 def _key(api_key: str | None, env: str, scheme: str) -> str:
-    key = api_key if api_key is not None else os.environ.get(env)
+    if api_key is not None:
+        return api_key  # checked with every other key in ``backend``
+    key = os.environ.get(env)
     if not key:
         raise ConfigError(f"{scheme} needs an API key: pass api_key= or set {env}")
+    check_header_value(f"the API key in ${env}", key, secret=True)
     return key
 
 

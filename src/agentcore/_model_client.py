@@ -18,11 +18,11 @@ from typing import Protocol, runtime_checkable
 import attrs
 import trio
 
-from ._codecs.classify import connection_error, truncated_stream
+from ._codecs.classify import transport_failure, unusable_request
 from ._codecs.codec import Codec, Delta, TextDelta
 from ._codecs.http import Timeouts
 from ._core.errors import AgentcoreError, TransportError
-from ._core.events import CallModel, ErrorKind, ModelError, ModelFailed, ModelResponded
+from ._core.events import CallModel, ModelFailed, ModelResponded
 from ._transports.protocol import Transport
 
 __all__ = ["Exchange", "HttpModelClient", "ModelClient"]
@@ -64,17 +64,6 @@ def _nonempty(delta: Delta) -> bool:
     return bool(delta.arguments or delta.name or delta.id)
 
 
-def _transport_failure(exc: TransportError) -> ModelError:
-    if exc.kind == "timeout":
-        return ModelError(kind=ErrorKind.TIMEOUT, message=str(exc), retryable=True)
-    return connection_error(str(exc))
-
-
-def _unusable(exc: AgentcoreError) -> ModelError:
-    # A codec refusing a request or bytes it cannot handle: retrying would not help.
-    return ModelError(kind=ErrorKind.PROTOCOL, message=str(exc))
-
-
 class HttpModelClient:
     """A :class:`ModelClient` over HTTP: ``codec`` builds and reads messages, ``transport``
     moves them.
@@ -107,9 +96,9 @@ class HttpModelClient:
             request = self.codec.encode(call, stream=False)
             response = await self.transport.send(request, self.timeouts)
         except TransportError as exc:
-            return Exchange(ModelFailed(call.request_id, _transport_failure(exc)))
+            return Exchange(ModelFailed(call.request_id, transport_failure(exc)))
         except AgentcoreError as exc:
-            return Exchange(ModelFailed(call.request_id, _unusable(exc)))
+            return Exchange(ModelFailed(call.request_id, unusable_request(str(exc))))
         event = self.codec.decode(call.request_id, response.status, response.headers, response.body)
         return Exchange(event)
 
@@ -134,13 +123,10 @@ class HttpModelClient:
                         ttft = trio.current_time() - started
                 return Exchange(decoder.finish(), ttft)
         except TransportError as exc:
-            if exc.response_started:
-                error = truncated_stream(f"stream interrupted: {exc}")
-            else:
-                error = _transport_failure(exc)
+            error = transport_failure(exc, streamed=True)
             return Exchange(ModelFailed(call.request_id, error), ttft)
         except AgentcoreError as exc:
-            return Exchange(ModelFailed(call.request_id, _unusable(exc)), ttft)
+            return Exchange(ModelFailed(call.request_id, unusable_request(str(exc))), ttft)
 
     async def aclose(self) -> None:
         """Close the transport."""

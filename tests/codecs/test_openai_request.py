@@ -494,7 +494,7 @@ def test_dynamo_cache_salt_needs_a_release_known_to_accept_it() -> None:
         ("openai", {"max_tokens_field": "limit"}, "max_tokens_field"),
         ("openai", {"extra_body": {"model": "x"}}, "extra_body may not set"),
         ("openai", {"extra_body": ["x"]}, "extra_body must be a mapping"),
-        ("openai", {"extra_headers": {"x-a": "b\r\nx-evil: 1"}}, "CR, LF"),
+        ("openai", {"extra_headers": {"x-a": "b\r\nx-evil: 1"}}, "control character"),
         ("dynamo", {"extra_body": {"priority_class": 1}}, "refused by Dynamo"),
         ("dynamo", {"extra_fields": ["routed_experts"]}, "extra_fields"),
         ("dynamo", {"strict_priority": -1}, "strict_priority"),
@@ -510,7 +510,7 @@ def test_bad_options_raise_config_error(dialect: str, options: dict[str, Any], m
 
 def test_session_id_with_newline_is_refused() -> None:
     call = tool_turn_call(hints=AgentHints(session_id="a\r\nx-evil: 1"))
-    with pytest.raises(ConfigError, match="CR, LF"):
+    with pytest.raises(ConfigError, match="control character"):
         codec("dynamo").encode(call)
 
 

@@ -18,7 +18,7 @@ from agentcore._codecs.http import header
 from agentcore._transports.factory import TransportKind, make_transport
 from agentcore._transports.hosted import HttpxTransport
 from agentcore._transports.lean import LeanTransport, Origin
-from agentcore.wire import HttpRequest, Transport, TransportError
+from agentcore.wire import HttpRequest, Transport, TransportError, TransportErrorKind
 from tests.transport.transport_server import (
     Exchange,
     LoopbackServer,
@@ -570,7 +570,7 @@ async def test_lean_refuses_a_url_on_another_origin() -> None:
     async with serve() as server, open_transport(server, "lean") as transport:
         with pytest.raises(TransportError) as caught:
             await transport.send(HttpRequest("POST", "http://example.com/v1/x"), QUICK)
-        assert caught.value.kind == "connect"
+        assert caught.value.kind is TransportErrorKind.REFUSED
         assert server.accepted == 0
         # The same origin spelled differently is accepted.
         other_spelling = f"HTTP://127.0.0.1:{server.port}/v1/models?a=1"
@@ -578,18 +578,24 @@ async def test_lean_refuses_a_url_on_another_origin() -> None:
         assert server.requests[0].target == "/v1/models?a=1"
 
 
+@pytest.mark.parametrize("kind", ["lean", "httpx"])
 @pytest.mark.parametrize(
     "headers",
-    [[("bad name", "x")], [("x-ok", "line\r\nbreak")], [("x-ok", "café ☕")]],
-    ids=["space-in-name", "crlf-in-value", "not-latin-1"],
+    [
+        [("bad name", "x")],
+        [("x-ok", "line\r\nbreak")],
+        [("x-ok", "café ☕")],
+        [("x-ok", "a\x01b")],
+    ],
+    ids=["space-in-name", "crlf-in-value", "not-latin-1", "control-character"],
 )
-async def test_lean_refuses_headers_that_would_corrupt_the_request(
-    headers: list[tuple[str, str]],
+async def test_a_request_that_cannot_be_written_is_refused_before_any_byte_is_sent(
+    headers: list[tuple[str, str]], kind: str
 ) -> None:
-    async with serve() as server, open_transport(server, "lean") as transport:
+    async with serve() as server, open_transport(server, kind) as transport:
         with pytest.raises(TransportError) as caught:
             await transport.send(HttpRequest("POST", server.url + "/x", headers), QUICK)
-        assert caught.value.kind == "protocol"
+        assert caught.value.kind is TransportErrorKind.REFUSED
         assert server.accepted == 0
 
 

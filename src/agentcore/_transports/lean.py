@@ -57,7 +57,10 @@ import h11
 import trio
 
 from .._codecs.http import Headers, HttpRequest, HttpResponse, Timeouts
-from .._core.errors import ConfigError, TransportError
+from .._core.errors import ConfigError, TransportError, TransportErrorKind
+from .protocol import BAD_HEADER_VALUE, HEADER_NAME
+
+_REFUSED = TransportErrorKind.REFUSED
 
 __all__ = ["LeanTransport", "LeanTransportStatistics", "Origin"]
 
@@ -73,8 +76,6 @@ _JOIN_LIMIT = 65536
 _OWN_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
 
 # RFC 9110 token (header names, methods) and the characters a header value must not hold.
-_TOKEN = re.compile(r"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
-_BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 _BAD_TARGET = re.compile(r"[^\x21-\x7e]")
 
 # Header names already checked; bounded so odd callers cannot grow it without limit.
@@ -346,21 +347,21 @@ class LeanTransport:
                 same = False
             if not same:
                 raise TransportError(
-                    "connect", f"{url!r} is not on this transport's origin {self._origin}"
+                    _REFUSED, f"{url!r} is not on this transport's origin {self._origin}"
                 )
             parts = urlsplit(url)
             target = parts.path or "/"
             if parts.query:
                 target = f"{target}?{parts.query}"
         if _BAD_TARGET.search(target) is not None:
-            raise TransportError("protocol", f"the URL {url!r} is not percent-encoded")
+            raise TransportError(_REFUSED, f"the URL {url!r} is not percent-encoded")
         return target
 
     def _standin(self, method: str) -> h11.Request:
         standin = self._standins.get(method)
         if standin is None:
-            if _TOKEN.fullmatch(method) is None:
-                raise TransportError("protocol", f"invalid HTTP method {method!r}")
+            if HEADER_NAME.fullmatch(method) is None:
+                raise TransportError(_REFUSED, f"invalid HTTP method {method!r}")
             standin = h11.Request(method=method, target="/", headers=[("host", "standin")])
             self._standins[method] = standin
         return standin
@@ -375,12 +376,12 @@ class LeanTransport:
             if name in _OWN_HEADERS:
                 continue
             if name not in known:
-                if _TOKEN.fullmatch(name) is None:
-                    raise TransportError("protocol", f"invalid header name {name!r}")
+                if HEADER_NAME.fullmatch(name) is None:
+                    raise TransportError(_REFUSED, f"invalid header name {name!r}")
                 if len(known) < _MAX_KNOWN_NAMES:
                     known.add(name)
-            if _BAD_VALUE.search(value) is not None:
-                raise TransportError("protocol", f"invalid character in header {name!r}")
+            if BAD_HEADER_VALUE.search(value) is not None:
+                raise TransportError(_REFUSED, f"invalid character in header {name!r}")
             lines += (name, ": ", value, "\r\n")
         if body or (method != "GET" and method != "HEAD"):  # noqa: PLR1714
             lines += ("content-length: ", str(len(body)), "\r\n")
@@ -388,7 +389,7 @@ class LeanTransport:
         try:
             head = "".join(lines).encode("latin-1")
         except UnicodeEncodeError as exc:
-            raise TransportError("protocol", f"header values must be latin-1: {exc}") from exc
+            raise TransportError(_REFUSED, f"header values must be latin-1: {exc}") from exc
         if not body:
             return _Encoded(head, None, standin)
         if len(body) < _JOIN_LIMIT:

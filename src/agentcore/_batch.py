@@ -20,7 +20,7 @@ import cattrs
 import orjson
 import trio
 
-from ._backends import backend as make_backend
+from ._backends import is_self_hosted
 from ._codecs.codec import Backend
 from ._core.errors import ConfigError
 from ._core.events import AbortKind, AbortReason, ModelResponded
@@ -121,19 +121,6 @@ async def warm_prefix(driver: Driver, task: Task, *, batch_id: str) -> ModelResp
     return reply if isinstance(reply, ModelResponded) else None
 
 
-def _default_warm(
-    backend: str | Backend | ModelClient | None, model: str, options: Mapping[str, Any]
-) -> bool:
-    if isinstance(backend, Backend):
-        return backend.self_hosted
-    if isinstance(backend, str):
-        try:
-            return make_backend(backend, model=model or "warm-check", **options).self_hosted
-        except ConfigError:
-            return False
-    return False
-
-
 @asynccontextmanager
 async def _driver_for(
     stack_tools: Sequence[Tool[..., Any]],
@@ -157,7 +144,7 @@ async def _driver_for(
     async with open_driver(
         backend, model=model, max_inflight=max_inflight, tools=stack_tools, **driver_options
     ) as opened:
-        yield opened, _default_warm(backend, model, driver_options) if warm is None else warm
+        yield opened, is_self_hosted(backend) if warm is None else warm
 
 
 @asynccontextmanager

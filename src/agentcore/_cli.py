@@ -21,7 +21,8 @@ from typing import IO, Any
 import orjson
 import trio
 
-from ._batch import _as_json_value, _default_warm, new_batch_id, open_batch
+from ._backends import is_self_hosted
+from ._batch import _as_json_value, new_batch_id, open_batch
 from ._core.errors import ConfigError
 from ._demo import demo_inputs, demo_task
 from ._open import open_driver
@@ -209,7 +210,7 @@ async def _execute(
 ) -> tuple[list[Result], DriverStatistics]:
     results: list[Result] = []
     progress = _Progress(len(inputs), sys.stderr, progress_enabled)
-    warm = _default_warm(backend, model, driver_options)
+    warm = is_self_hosted(backend)
     async with open_driver(
         backend, model=model, max_inflight=max_inflight, tools=task.tools, **driver_options
     ) as driver:

@@ -14,6 +14,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from ._backends import backend as make_backend
+from ._backends import is_sim
 from ._codecs.codec import Backend
 from ._codecs.http import Timeouts
 from ._core.errors import ConfigError
@@ -22,7 +23,7 @@ from ._core.slots import SlotPolicy
 from ._core.validators import check_choice
 from ._driver import Driver
 from ._model_client import HttpModelClient, ModelClient
-from ._sim import open_sim_server
+from ._sim import SimConfig, open_sim_server
 from ._slot_limiter import SlotLimiter
 from ._tool_executor import open_tool_executor
 from ._tools import Tool
@@ -46,14 +47,20 @@ async def _open_client(
     api_key: str | None,
     options: dict[str, Any],
 ) -> ModelClient:
-    configured = make_backend(target, model=model, api_key=api_key, **options)
-    if configured.name == "sim":
-        # The embedded simulator: start it on a free loopback port, then talk to it as an
-        # OpenAI-compatible server in the ``sim`` dialect with the same options.
-        config = configured.options.get("config")
+    if is_sim(target):
+        # The embedded simulator: check the options, start it on a free loopback port, then
+        # bind the backend once, as an OpenAI-compatible server in the ``sim`` dialect.
+        assert isinstance(target, str)
+        rest = dict(options)
+        config = rest.pop("config", None)
+        if "dialect" in rest:
+            raise ConfigError("sim:// speaks the sim dialect; dialect= does not apply to it")
+        if config is not None and not isinstance(config, SimConfig):
+            raise ConfigError(f"config must be a SimConfig, got {config!r}")
         server = await stack.enter_async_context(open_sim_server(port=0, config=config))
-        rest = {k: v for k, v in configured.options.items() if k != "config"}
         configured = make_backend(server.url, model=model, api_key=api_key, dialect="sim", **rest)
+    else:
+        configured = make_backend(target, model=model, api_key=api_key, **options)
     kind = configured.transport if transport is None else transport
     check_choice("transport", kind, ("lean", "httpx"))
     moved = make_transport(configured.base_url, kind=kind, max_connections=max_inflight)

@@ -41,7 +41,14 @@ from cattrs.v import transform_error
 
 from .errors import ConfigError
 
-__all__ = ["ValidationFailed", "json_schema", "loads_json", "parse_json_text", "structure"]
+__all__ = [
+    "ValidationFailed",
+    "json_kind",
+    "json_schema",
+    "loads_json",
+    "parse_json_text",
+    "structure",
+]
 
 T = TypeVar("T")
 
@@ -94,7 +101,7 @@ def _resolved_fields(cls: type) -> tuple[attrs.Attribute[Any], ...]:
     return tuple(a for a in attrs.fields(cls) if a.init)
 
 
-def _json_kind(value: Any) -> str:
+def json_kind(value: Any) -> str:
     """The JSON type name of a parsed JSON value."""
     if value is None:
         return "null"
@@ -251,9 +258,7 @@ def _mismatch(expected: str, value: Any) -> _Mismatch:
         shown = repr(value)
     if len(shown) > 40:
         shown = shown[:37] + "..."
-    return _Mismatch(
-        f"invalid value for type, expected {expected}, got {_json_kind(value)} {shown}"
-    )
+    return _Mismatch(f"invalid value for type, expected {expected}, got {json_kind(value)} {shown}")
 
 
 def _exact_hook(kind: type, expected: str) -> _Hook:
@@ -300,12 +305,12 @@ def _accepted_kinds(tp: Any) -> frozenset[str] | None:
     if tp is None:
         return frozenset({"null"})
     if _is_enum(tp):
-        return frozenset(_json_kind(m.value) for m in tp)
+        return frozenset(json_kind(m.value) for m in tp)
     if _is_attrs(tp):
         return frozenset({"object"})
     origin = typing.get_origin(tp) or tp
     if origin is Literal:
-        return frozenset(_json_kind(a) for a in typing.get_args(tp))
+        return frozenset(json_kind(a) for a in typing.get_args(tp))
     if _is_union(tp):
         kinds: set[str] = set()
         for arg in typing.get_args(tp):
@@ -327,7 +332,7 @@ def _union_factory(tp: Any, conv: cattrs.Converter) -> _Hook:
     name = " | ".join(_type_name(m) for m in members)
 
     def structure_union(value: Any, _: Any) -> Any:
-        kind = _json_kind(value)
+        kind = json_kind(value)
         candidates = [m for m, ks in kinds if ks is None or kind in ks]
         if not candidates:
             raise _mismatch(name, value)

@@ -87,6 +87,11 @@ class BatchStream:
         self._results.cancel()
 
 
+def job_run_id(batch_id: str, index: int | str) -> str:
+    """The run id of job ``index`` of batch ``batch_id`` (``"warm"`` for the warm-up)."""
+    return f"{batch_id}-{index}"
+
+
 def _loops(  # noqa: PLR0917 - private helper, called twice
     task: Task,
     inputs: Iterable[Any],
@@ -99,7 +104,7 @@ def _loops(  # noqa: PLR0917 - private helper, called twice
     for index, value in enumerate(inputs):
         try:
             loop = compile_job(
-                task, value, run_id=f"{batch_id}-{index}", parent_session_id=parent_session_id
+                task, value, run_id=job_run_id(batch_id, index), parent_session_id=parent_session_id
             )
         except RenderError as exc:
             early.append(_invalid_input(index, exc, trio.current_time()))
@@ -117,7 +122,7 @@ async def warm_prefix(driver: Driver, task: Task, *, batch_id: str) -> ModelResp
     Returns:
         The reply, or ``None`` if the request failed.
     """
-    reply = await driver.call_model(prefix_call(task, run_id=f"{batch_id}-warm"))
+    reply = await driver.call_model(prefix_call(task, run_id=job_run_id(batch_id, "warm")))
     return reply if isinstance(reply, ModelResponded) else None
 
 
@@ -335,7 +340,8 @@ async def map_reduce(
         if warm_up:
             await warm_prefix(opened, map, batch_id=f"{batch_id}m")
         answers: list[Result] = []
-        loops = _loops(map, planned, f"{batch_id}m", indices, early, f"{batch_id}p-0")
+        planner = job_run_id(f"{batch_id}p", 0)
+        loops = _loops(map, planned, f"{batch_id}m", indices, early, planner)
         async with opened.stream(loops, timeout=timeout) as stream:
             async for result in BatchStream(stream, indices, early):
                 answers.append(result)

@@ -9,8 +9,9 @@ engine) feeds it *events* (facts: the model answered, a tool returned) and perfo
 here, so every decision can be tested without I/O.
 
 A run is a sequence of *model requests*. Request ``n`` (0-based, the ``turn`` of its hints)
-has the id ``f"{run_id}/{n}"`` and is answered by exactly one ``ModelResponded`` or
-``ModelFailed`` carrying that id. A reply either
+has the id ``request_id(run_id, n)`` (the id formulas live in :mod:`agentcore._core.config`)
+and is answered by exactly one ``ModelResponded`` or ``ModelFailed`` carrying that id. A reply
+either
 
 - asks for tools (a *tool turn*): one ``CallTool`` per valid call, all emitted at once (the
   driver runs them in parallel). Invalid calls (unknown tool, arguments that are not a JSON
@@ -48,7 +49,7 @@ may map it to ``response_format`` without preventing tool calls.
 
 Ids are data: call ids the model left empty or repeated within a reply are replaced by
 ``call_{turn}_{index}`` (the assistant message in the transcript is rewritten to match), and
-``CallTool.idempotency_key`` is ``f"{run_id}/{turn}/{index}"``, so a run restored from a
+``CallTool.idempotency_key`` is ``idempotency_key(run_id, turn, index)``, so a run restored from a
 snapshot asks for the same keys again.
 """
 

@@ -26,6 +26,7 @@ from ._core.errors import ConfigError
 from ._core.events import AbortKind, AbortReason, ModelResponded
 from ._core.loop import AgentLoop
 from ._core.messages import Usage
+from ._core.schema import is_pydantic_model
 from ._driver import Driver
 from ._model_client import ModelClient
 from ._open import open_driver
@@ -300,6 +301,10 @@ def _default_items(output: Any) -> list[Any]:
 
 
 _UNSTRUCTURE = cattrs.Converter()
+# Pydantic models unstructure through their own ``model_dump`` (pydantic is never imported).
+_UNSTRUCTURE.register_unstructure_hook_func(
+    is_pydantic_model, lambda model: model.model_dump(mode="json")
+)
 
 
 def _as_json_value(value: Any) -> Any:

@@ -32,7 +32,7 @@ import cattrs.preconf.orjson
 
 from ._core.errors import ConfigError
 from ._core.messages import ToolSpec
-from ._core.schema import json_schema, structure
+from ._core.schema import is_pydantic_model, json_schema, structure
 
 __all__ = ["Tool", "ToolOptions", "encode_result", "tool"]
 
@@ -251,14 +251,17 @@ def _arguments_type(
 # ----------------------------------------------------------------------------- results
 
 _RESULTS = cattrs.preconf.orjson.make_converter()
+_RESULTS.register_unstructure_hook_func(
+    is_pydantic_model, lambda model: model.model_dump(mode="json")
+)
 
 
 def encode_result(value: Any) -> str:
     """The text a tool's return value shows the model.
 
     A ``str`` is passed on unchanged. Anything else is encoded as JSON: attrs instances,
-    dataclasses, enums, lists, tuples, dicts, numbers, booleans, ``None``, dates (ISO 8601),
-    through cattrs and orjson.
+    dataclasses, pydantic models, enums, lists, tuples, dicts, numbers, booleans, ``None``,
+    dates (ISO 8601), through cattrs and orjson.
 
     Raises:
         TypeError: the value cannot be encoded as JSON.

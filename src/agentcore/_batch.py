@@ -13,7 +13,7 @@ import secrets
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
 import attrs
 import cattrs
@@ -26,12 +26,18 @@ from ._core.errors import ConfigError
 from ._core.events import AbortKind, AbortReason, ModelResponded
 from ._core.loop import AgentLoop
 from ._core.messages import Usage
+from ._core.schema import is_pydantic_model
 from ._driver import Driver
 from ._model_client import ModelClient
 from ._open import open_driver
 from ._results import Result, ResultStream, RunTimings
 from ._task import RenderError, Task, compile_job, prefix_call
 from ._tools import Tool
+
+T = TypeVar("T")
+P = TypeVar("P")
+M = TypeVar("M")
+R = TypeVar("R")
 
 __all__ = ["BatchStream", "MapReduceResult", "map_reduce", "open_batch", "run_batch", "warm_prefix"]
 
@@ -42,7 +48,7 @@ def new_batch_id() -> str:
     return "b" + secrets.token_hex(4)
 
 
-def _invalid_input(index: int, error: RenderError, now: float) -> Result:
+def _invalid_input(index: int, error: RenderError, now: float) -> Result[Any]:
     return Result(
         index=index,
         status="failed",
@@ -55,32 +61,38 @@ def _invalid_input(index: int, error: RenderError, now: float) -> Result:
     )
 
 
-class BatchStream:
+class BatchStream(Generic[T]):
     """Results of a batch in completion order; iterate with ``async for``.
 
-    Each :class:`~agentcore.Result` carries its input's index. :meth:`cancel` ends every
+    ``BatchStream[T]`` yields ``Result[T]`` for a ``Task[T]``. Each
+    :class:`~agentcore.Result` carries its input's index. :meth:`cancel` ends every
     remaining run promptly with a ``cancelled`` result, which the iteration still delivers.
     """
 
-    def __init__(self, results: ResultStream, indices: list[int], early: deque[Result]) -> None:
+    def __init__(
+        self, results: ResultStream, indices: list[int], early: deque[Result[Any]]
+    ) -> None:
         self._results = results
         self._indices = indices
         self._early = early
 
-    def __aiter__(self) -> BatchStream:
+    def __aiter__(self) -> BatchStream[T]:
         return self
 
-    async def __anext__(self) -> Result:
+    async def __anext__(self) -> Result[T]:
+        # The driver runs untyped loops; the task's output type is what the loop structured.
         if self._early:
-            return self._early.popleft()
+            return cast("Result[T]", self._early.popleft())
         try:
             result = await self._results.__anext__()
         except StopAsyncIteration:
             if self._early:
-                return self._early.popleft()
+                return cast("Result[T]", self._early.popleft())
             raise
         index = self._indices[result.index]
-        return result if index == result.index else attrs.evolve(result, index=index)
+        if index != result.index:
+            result = attrs.evolve(result, index=index)
+        return cast("Result[T]", result)
 
     def cancel(self) -> None:
         """End every remaining run promptly (each reports ``cancelled``)."""
@@ -93,11 +105,11 @@ def job_run_id(batch_id: str, index: int | str) -> str:
 
 
 def _loops(  # noqa: PLR0917 - private helper, called twice
-    task: Task,
+    task: Task[Any],
     inputs: Iterable[Any],
     batch_id: str,
     indices: list[int],
-    early: deque[Result],
+    early: deque[Result[Any]],
     parent_session_id: str | None,
 ) -> Iterator[AgentLoop]:
     # Consumed lazily by the driver, so a huge input list is never compiled all at once.
@@ -113,7 +125,7 @@ def _loops(  # noqa: PLR0917 - private helper, called twice
         yield loop
 
 
-async def warm_prefix(driver: Driver, task: Task, *, batch_id: str) -> ModelResponded | None:
+async def warm_prefix(driver: Driver, task: Task[Any], *, batch_id: str) -> ModelResponded | None:
     """Send the task's shared prefix once, as a one-token request, before the fan-out.
 
     A prefix-caching server (vLLM, SGLang, Dynamo, sim://) then computes the prefix once
@@ -154,7 +166,7 @@ async def _driver_for(
 
 @asynccontextmanager
 async def open_batch(
-    task: Task,
+    task: Task[T],
     inputs: Iterable[Any],
     *,
     backend: str | Backend | ModelClient | None = None,
@@ -166,7 +178,7 @@ async def open_batch(
     timeout: float | None = None,
     max_active: int | None = None,
     **driver_options: Any,
-) -> AsyncIterator[BatchStream]:
+) -> AsyncIterator[BatchStream[T]]:
     """Run ``task`` over ``inputs``; results arrive in completion order.
 
     ::
@@ -197,7 +209,7 @@ async def open_batch(
     """
     batch_id = batch_id or new_batch_id()
     indices: list[int] = []
-    early: deque[Result] = deque()
+    early: deque[Result[Any]] = deque()
     async with AsyncExitStack() as stack:
         opened, warm_up = await stack.enter_async_context(
             _driver_for(
@@ -216,26 +228,26 @@ async def open_batch(
         results = await stack.enter_async_context(
             opened.stream(loops, timeout=timeout, max_active=max_active)
         )
-        yield BatchStream(results, indices, early)
+        yield BatchStream[T](results, indices, early)
 
 
 async def run_batch(
-    task: Task,
+    task: Task[T],
     inputs: Iterable[Any],
     *,
     backend: str | Backend | ModelClient | None = None,
     model: str = "",
     max_inflight: int = 32,
-    on_result: Callable[[Result], None] | None = None,
+    on_result: Callable[[Result[T]], None] | None = None,
     **options: Any,
-) -> list[Result]:
+) -> list[Result[T]]:
     """Run ``task`` over ``inputs`` and return one :class:`~agentcore.Result` per input, in
     input order. Takes the same options as :func:`open_batch`.
 
     Args:
         on_result: called with each result as it completes (for progress reporting).
     """
-    collected: list[Result] = []
+    collected: list[Result[T]] = []
     async with open_batch(
         task, inputs, backend=backend, model=model, max_inflight=max_inflight, **options
     ) as results:
@@ -248,13 +260,17 @@ async def run_batch(
 
 
 @attrs.frozen
-class MapReduceResult:
-    """The three stages of :func:`map_reduce`. Unpacks as ``plan, answers, summary``."""
+class MapReduceResult(Generic[P, M, R]):
+    """The three stages of :func:`map_reduce`. Unpacks as ``plan, answers, summary``.
 
-    plan: Result
-    answers: tuple[Result, ...]
+    ``MapReduceResult[P, M, R]`` holds the results of a ``Task[P]`` plan, ``Task[M]`` map
+    agents and a ``Task[R]`` reducer.
+    """
+
+    plan: Result[P]
+    answers: tuple[Result[M], ...]
     """One result per planned item, in plan order (failed ones included)."""
-    summary: Result | None
+    summary: Result[R] | None
     """The reduce agent's result; ``None`` when the plan failed."""
 
     def __iter__(self) -> Iterator[Any]:
@@ -277,6 +293,10 @@ def _default_items(output: Any) -> list[Any]:
 
 
 _UNSTRUCTURE = cattrs.Converter()
+# Pydantic models unstructure through their own ``model_dump`` (pydantic is never imported).
+_UNSTRUCTURE.register_unstructure_hook_func(
+    is_pydantic_model, lambda model: model.model_dump(mode="json")
+)
 
 
 def _as_json_value(value: Any) -> Any:
@@ -285,11 +305,11 @@ def _as_json_value(value: Any) -> Any:
 
 async def map_reduce(
     *,
-    plan: Task,
-    map: Task,
-    reduce: Task,
+    plan: Task[P],
+    map: Task[M],
+    reduce: Task[R],
     input: Any,
-    items: Callable[[Any], Iterable[Any]] | None = None,
+    items: Callable[[P], Iterable[Any]] | None = None,
     backend: str | Backend | ModelClient | None = None,
     model: str = "",
     max_inflight: int = 32,
@@ -298,7 +318,7 @@ async def map_reduce(
     batch_id: str | None = None,
     timeout: float | None = None,
     **driver_options: Any,
-) -> MapReduceResult:
+) -> MapReduceResult[P, M, R]:
     """Plan, then map over the plan's items, then reduce the answers.
 
     - ``plan`` runs once on ``input``; its output lists the items (``items(output)``, by
@@ -334,16 +354,17 @@ async def map_reduce(
         plan_result = plan_results[0]
         if plan_result.status != "ok":
             return MapReduceResult(plan_result, (), None)
-        planned = list((items or _default_items)(plan_result.output))
+        split: Callable[[P], Iterable[Any]] = items or _default_items
+        planned = list(split(cast("P", plan_result.output)))
         indices: list[int] = []
-        early: deque[Result] = deque()
+        early: deque[Result[Any]] = deque()
         if warm_up:
             await warm_prefix(opened, map, batch_id=f"{batch_id}m")
-        answers: list[Result] = []
+        answers: list[Result[M]] = []
         planner = job_run_id(f"{batch_id}p", 0)
         loops = _loops(map, planned, f"{batch_id}m", indices, early, planner)
         async with opened.stream(loops, timeout=timeout) as stream:
-            async for result in BatchStream(stream, indices, early):
+            async for result in BatchStream[M](stream, indices, early):
                 answers.append(result)
         answers.sort(key=lambda r: r.index)
         ok = [_as_json_value(r.output) for r in answers if r.status == "ok"]

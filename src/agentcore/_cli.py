@@ -196,7 +196,7 @@ def summary_table(stats: DriverStatistics, results: Sequence[Result]) -> str:
 
 
 async def _execute(
-    task: Task,
+    task: Task[Any],
     inputs: Sequence[Any],
     indices: Sequence[int],
     *,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal
 
 import attrs
 import trio
@@ -11,7 +11,17 @@ from ._core.events import AbortReason, CallModel
 from ._core.loop import AgentLoop
 from ._core.messages import Message, Usage
 
-__all__ = ["Group", "Result", "ResultStream", "Run", "RunTimings", "Status"]
+__all__ = ["Group", "OutputT", "Result", "ResultStream", "Run", "RunTimings", "Status"]
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeVar
+
+    OutputT = TypeVar("OutputT", default=Any)
+    """The type of a run's output; unknown (``Any``) for a bare :class:`Result`."""
+else:  # type parameter defaults exist for type checkers only (PEP 696)
+    from typing import TypeVar
+
+    OutputT = TypeVar("OutputT")
 
 Status = Literal["ok", "failed", "cancelled"]
 """How a run ended: with an output, without one, or because it was cancelled."""
@@ -41,8 +51,8 @@ class RunTimings:
 
 
 @attrs.frozen
-class Result:
-    """How one agent run ended.
+class Result(Generic[OutputT]):
+    """How one agent run ended; ``Result[T]`` for a task whose output type is ``T``.
 
     ``status`` is ``"ok"`` when the loop finished with an output, ``"cancelled"`` when the run
     was cancelled, ``"failed"`` otherwise (model failure, exhausted budgets, deadline); then
@@ -52,8 +62,9 @@ class Result:
     index: int
     """The run's index (its position in the input of a batch)."""
     status: Status
-    output: Any
-    """The loop's output (``None`` unless ``status == "ok"``)."""
+    output: OutputT | None
+    """The loop's output (``None`` unless ``status == "ok"``): an instance of the task's
+    output type, or the answer text for a task without one."""
     error: AbortReason | None
     transcript: tuple[Message, ...]
     usage: Usage

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import string
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic
 
 import attrs
 
@@ -26,6 +26,16 @@ from ._core.events import CallModel
 from ._core.loop import AgentLoop
 from ._core.messages import Message, ModelParams, SystemMessage, UserMessage
 from ._tools import Tool
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeVar
+
+    T = TypeVar("T", default=str)
+    """A task's output type; ``str`` (a text answer) when the task names none."""
+else:  # type parameter defaults exist for type checkers only (PEP 696)
+    from typing import TypeVar
+
+    T = TypeVar("T")
 
 __all__ = ["RenderError", "Task", "compile_job", "prefix_call", "render_prompt"]
 
@@ -42,7 +52,7 @@ def _tools_tuple(tools: Any) -> tuple[Tool[..., Any], ...]:
     return result
 
 
-def _check_template(instance: Task, attribute: attrs.Attribute[str], value: str) -> None:
+def _check_template(instance: Task[Any], attribute: attrs.Attribute[str], value: str) -> None:
     try:
         fields = list(string.Formatter().parse(value))
     except ValueError as exc:
@@ -56,8 +66,12 @@ def _check_template(instance: Task, attribute: attrs.Attribute[str], value: str)
 
 
 @attrs.frozen
-class Task:
+class Task(Generic[T]):
     """What every agent of a batch does: prompts, tools, output type and budgets.
+
+    ``Task[T]`` is generic over its output type: ``Task(..., output=BugReport)`` is a
+    ``Task[BugReport]``, and its batches give ``Result[BugReport]`` values; a task without
+    ``output`` is a ``Task[str]`` (a text answer).
 
     ``prompt`` is a template with ``{name}`` placeholders filled from each input (a mapping,
     or any other value, which fills ``{input}``). Put the text shared by every input *before*
@@ -81,9 +95,9 @@ class Task:
     """The system prompt (shared by every job)."""
     tools: tuple[Tool[..., Any], ...] = attrs.field(default=(), converter=_tools_tuple)
     """Tools offered to the model, in this order."""
-    output: Any = None
-    """The output type (an attrs class, or any type the schema layer supports); ``None`` for
-    a text answer."""
+    output: type[T] | None = None
+    """The output type (an attrs class, a dataclass, a ``TypedDict``, a pydantic model, or
+    any other type the schema layer supports); ``None`` for a text answer."""
     max_turns: int = 6
     max_tool_errors: int = 3
     max_output_retries: int = 2
@@ -127,7 +141,7 @@ class Task:
         return "".join(head)
 
 
-def render_prompt(task: Task, value: Any) -> str:
+def render_prompt(task: Task[Any], value: Any) -> str:
     """Fill the task's template from one input.
 
     Raises:
@@ -145,7 +159,7 @@ def render_prompt(task: Task, value: Any) -> str:
         raise RenderError(f"input does not fit the prompt template: {exc}") from None
 
 
-def _messages(task: Task, user_text: str) -> list[Message]:
+def _messages(task: Task[Any], user_text: str) -> list[Message]:
     messages: list[Message] = []
     if task.system:
         messages.append(SystemMessage(task.system))
@@ -154,7 +168,7 @@ def _messages(task: Task, user_text: str) -> list[Message]:
 
 
 def compile_job(
-    task: Task,
+    task: Task[Any],
     value: Any,
     *,
     run_id: str,
@@ -170,7 +184,7 @@ def compile_job(
     )
 
 
-def prefix_call(task: Task, *, run_id: str) -> CallModel:
+def prefix_call(task: Task[Any], *, run_id: str) -> CallModel:
     """A one-token request carrying exactly the task's shared prefix, to warm a prefix cache.
 
     It is built by the same loop machinery as the real jobs, so the system prompt (with the

@@ -11,7 +11,8 @@ One executor serves every agent of a driver. ``call(effect)`` goes through these
 2. *Cache* (tools declared ``cache=True`` only). A successful result stored for the same key
    and not yet expired (``ttl``, in trio time) answers the call without running anything.
    Failures are never cached.
-3. *Coalescing* (every tool unless ``coalesce=False``). The key is the tool name plus the
+3. *Coalescing* (tools declared ``coalesce=True`` or ``cache=True`` only: a tool with side
+   effects must run once per call). The key is the tool name plus the
    canonical JSON of the validated arguments. The pure :class:`SingleflightTable` decides
    whether this call *leads* (it starts one shared execution as a task in the executor's
    nursery) or *joins* an execution already in flight. Either way the caller then waits for

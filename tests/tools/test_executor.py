@@ -125,7 +125,7 @@ def test_every_coalesced_waiter_gets_the_outcome_of_the_execution_it_joined(
     finished: list[str] = []
     cancelled: list[str] = []
 
-    @tool
+    @tool(coalesce=True)
     async def lookup(key: str) -> str:
         started[key] += 1
         label = f"{key}#{started[key]}"
@@ -181,7 +181,7 @@ async def test_cancelling_one_waiter_leaves_the_others_results_intact(
 ) -> None:
     runs: list[str] = []
 
-    @tool
+    @tool(coalesce=True)
     async def fetch(url: str) -> str:
         runs.append(url)
         await trio.sleep(10)
@@ -218,7 +218,7 @@ async def test_cancelling_the_last_waiter_cancels_the_execution(
 ) -> None:
     events: list[str] = []
 
-    @tool
+    @tool(coalesce=True)
     async def crawl(site: str) -> str:
         events.append("started")
         try:
@@ -265,7 +265,7 @@ async def test_arguments_that_differ_only_in_spelling_share_one_execution(
 ) -> None:
     runs = 0
 
-    @tool
+    @tool(coalesce=True)
     async def search(query: str, k: int = 5, tags: dict[str, int] | None = None) -> str:
         nonlocal runs
         runs += 1
@@ -496,7 +496,7 @@ async def test_timeout_is_reported_as_a_tool_failure(
 async def test_all_coalesced_waiters_share_one_timeout(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    @tool(timeout=1)
+    @tool(coalesce=True, timeout=1)
     async def hang() -> str:
         await trio.sleep_forever()
 

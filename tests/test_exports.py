@@ -28,7 +28,7 @@ NAMESPACES = {
         "TaskFileError",
         # what a run is configured with and ends with
         "ModelParams", "Usage", "AbortKind", "AbortReason", "ErrorKind", "ModelError",
-        "ToolError",
+        "ToolError", "Budget", "BudgetExceeded", "UsageLimits",
         # tools
         "Tool", "tool", "ToolExecutorStatistics", "ToolStatistics",
         # the driver

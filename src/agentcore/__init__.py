@@ -46,6 +46,9 @@ if TYPE_CHECKING:
     from ._core.events import ErrorKind as ErrorKind
     from ._core.events import ModelError as ModelError
     from ._core.events import ToolError as ToolError
+    from ._core.budgets import Budget as Budget
+    from ._core.budgets import BudgetExceeded as BudgetExceeded
+    from ._core.budgets import UsageLimits as UsageLimits
 
     # tools
     from ._tools import Tool as Tool
@@ -94,6 +97,9 @@ _EXPORTS: dict[str, str] = {
     "ErrorKind": "_core.events",
     "ModelError": "_core.events",
     "ToolError": "_core.events",
+    "Budget": "_core.budgets",
+    "BudgetExceeded": "_core.budgets",
+    "UsageLimits": "_core.budgets",
     # tools
     "Tool": "_tools",
     "tool": "_tools",
@@ -130,6 +136,8 @@ __all__ = [
     "AbortReason",
     "AgentcoreError",
     "BatchStream",
+    "Budget",
+    "BudgetExceeded",
     "ConfigError",
     "DecodeError",
     "Driver",
@@ -155,6 +163,7 @@ __all__ = [
     "ToolExecutorStatistics",
     "ToolStatistics",
     "Usage",
+    "UsageLimits",
     "load_task",
     "map_reduce",
     "open_batch",

@@ -7,6 +7,7 @@ from typing import Any, Literal
 import attrs
 import trio
 
+from ._core.budgets import BudgetExceeded
 from ._core.events import AbortReason, CallModel
 from ._core.loop import AgentLoop
 from ._core.messages import Message, Usage
@@ -80,6 +81,10 @@ class Run:
     tools_running: int = 0
     tools_since: float = 0.0
     tool_time: float = 0.0
+    guard: Any = None
+    """The batch's ``BudgetGuard``, when its batch has a usage budget."""
+    budget: BudgetExceeded | None = None
+    """The batch budget that ran out, when that is why the run was cancelled."""
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -102,6 +107,8 @@ class Group:
 
     runs: set[Run] = attrs.field(factory=set)
     cancelled: bool = False
+    guard: Any = None
+    """The ``BudgetGuard`` of a batch with a usage budget."""
 
     def cancel(self) -> None:
         self.cancelled = True

@@ -32,7 +32,8 @@ NAMESPACES = {
         # tools
         "Tool", "tool", "ToolExecutorStatistics", "ToolStatistics",
         # the driver
-        "Driver", "open_driver", "Result", "ResultStream", "RunTimings", "Timeouts",
+        "Driver", "open_driver", "Fallback", "FallbackPolicy", "Result", "ResultStream",
+        "RunTimings", "Timeouts",
         "RetryPolicy", "SlotStatistics", "DriverStatistics", "RequestStats", "Summary",
         # the batch layer
         "BatchStream", "MapReduceResult", "map_reduce", "open_batch", "run_batch",

@@ -59,6 +59,8 @@ if TYPE_CHECKING:
     # the trio driver (docs/driver.md)
     from ._driver import Driver as Driver
     from ._open import open_driver as open_driver
+    from ._fallback import Fallback as Fallback
+    from ._core.fallback import FallbackPolicy as FallbackPolicy
     from ._results import Result as Result
     from ._results import ResultStream as ResultStream
     from ._results import RunTimings as RunTimings
@@ -108,6 +110,8 @@ _EXPORTS: dict[str, str] = {
     # the trio driver (docs/driver.md)
     "Driver": "_driver",
     "open_driver": "_open",
+    "Fallback": "_fallback",
+    "FallbackPolicy": "_core.fallback",
     "Result": "_results",
     "ResultStream": "_results",
     "RunTimings": "_results",
@@ -143,6 +147,8 @@ __all__ = [
     "Driver",
     "DriverStatistics",
     "ErrorKind",
+    "Fallback",
+    "FallbackPolicy",
     "InternalError",
     "MapReduceResult",
     "ModelError",

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 
 import trio
@@ -65,14 +65,16 @@ from ._core.events import (
     ModelFailed,
     ModelResponded,
 )
+from ._core.fallback import FallbackPolicy
 from ._core.loop import AgentLoop, RunState
 from ._core.messages import Usage
 from ._core.retry import RetryPolicy
+from ._fallback import FallbackRequests
 from ._model_client import ModelClient
 from ._requests import ModelRequests
 from ._results import Group, Result, ResultStream, Run, RunTimings, Status
 from ._slot_limiter import SlotLimiter
-from ._stats import DriverStatistics, Summary
+from ._stats import DriverStatistics, RequestStats, Summary
 from ._tool_executor import ToolExecutor
 
 __all__ = ["Driver"]
@@ -99,10 +101,23 @@ class Driver:
         executor: ToolExecutor,
         retry: RetryPolicy,
         rng: random.Random,
+        fallbacks: Sequence[tuple[str, ModelClient, SlotLimiter]] = (),
+        fallback_policy: FallbackPolicy | None = None,
+        primary_name: str = "primary",
     ) -> None:
         self._limiter = limiter
         self._executor = executor
-        self._requests = ModelRequests(client, limiter, retry, rng.random)
+        self._requests: ModelRequests | FallbackRequests = ModelRequests(
+            client, limiter, retry, rng.random
+        )
+        if fallbacks:
+            self._requests = _fallback_requests(
+                self._requests,
+                primary_name,
+                fallbacks,
+                fallback_policy or FallbackPolicy(),
+                (retry, rng),
+            )
         self._everything = Group()
         self._opened = trio.current_time()
         self._closed_at: float | None = None
@@ -315,6 +330,7 @@ class Driver:
             usage=end.usage,
             timings=timings,
             turns=run.turns,
+            served_by=() if run.served_by is None else tuple(run.served_by),
         )
 
     # ------------------------------------------------------------------------ batches
@@ -501,7 +517,34 @@ class Driver:
             tools=tools,
             slots=slots,
             slot_utilisation=slots.busy_time / capacity if capacity > 0 else None,
+            served_by=_served_by(requests) if isinstance(self._requests, FallbackRequests) else {},
         )
+
+
+def _fallback_requests(
+    primary: ModelRequests,
+    primary_name: str,
+    fallbacks: Sequence[tuple[str, ModelClient, SlotLimiter]],
+    policy: FallbackPolicy,
+    retrying: tuple[RetryPolicy, random.Random],
+) -> FallbackRequests:
+    retry, rng = retrying
+    names = [name for name, _, _ in fallbacks]
+    if primary_name in names or len(set(names)) != len(names):
+        raise ConfigError(f"backend names must be distinct, got {[primary_name, *names]}")
+    primary.name = primary_name
+    routes = [(primary_name, primary)]
+    for name, client, limiter in fallbacks:
+        routes.append((name, ModelRequests(client, limiter, retry, rng.random, name)))
+    return FallbackRequests(routes, policy)
+
+
+def _served_by(requests: Sequence[RequestStats]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for request in requests:
+        if request.error is None:
+            counts[request.backend] = counts.get(request.backend, 0) + 1
+    return counts
 
 
 def _over_budget(end: Abort, exceeded: BudgetExceeded) -> Abort:

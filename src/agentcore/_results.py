@@ -61,6 +61,9 @@ class Result:
     timings: RunTimings
     turns: int
     """Model requests made (sent at least once)."""
+    served_by: tuple[str, ...] = ()
+    """With model fallback: the backend that gave each request its final reply or failure,
+    in request order (empty without fallback)."""
 
 
 @attrs.define(eq=False)
@@ -83,6 +86,8 @@ class Run:
     tool_time: float = 0.0
     guard: Any = None
     """The batch's ``BudgetGuard``, when its batch has a usage budget."""
+    served_by: list[str] | None = None
+    """With model fallback: the backend of each request so far."""
     budget: BudgetExceeded | None = None
     """The batch budget that ran out, when that is why the run was cancelled."""
 

@@ -28,11 +28,12 @@ NAMESPACES = {
         "TaskFileError",
         # what a run is configured with and ends with
         "ModelParams", "Usage", "AbortKind", "AbortReason", "ErrorKind", "ModelError",
-        "ToolError",
+        "ToolError", "Budget", "BudgetExceeded", "UsageLimits",
         # tools
         "Tool", "tool", "ToolExecutorStatistics", "ToolStatistics",
         # the driver
-        "Driver", "open_driver", "Result", "ResultStream", "RunTimings", "Timeouts",
+        "Driver", "open_driver", "Fallback", "FallbackPolicy", "Result", "ResultStream",
+        "RunTimings", "Timeouts",
         "RetryPolicy", "SlotStatistics", "DriverStatistics", "RequestStats", "Summary",
         # the batch layer
         "BatchStream", "MapReduceResult", "map_reduce", "open_batch", "run_batch",

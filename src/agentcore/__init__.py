@@ -46,6 +46,9 @@ if TYPE_CHECKING:
     from ._core.events import ErrorKind as ErrorKind
     from ._core.events import ModelError as ModelError
     from ._core.events import ToolError as ToolError
+    from ._core.budgets import Budget as Budget
+    from ._core.budgets import BudgetExceeded as BudgetExceeded
+    from ._core.budgets import UsageLimits as UsageLimits
 
     # tools
     from ._tools import Tool as Tool
@@ -56,6 +59,8 @@ if TYPE_CHECKING:
     # the trio driver (docs/driver.md)
     from ._driver import Driver as Driver
     from ._open import open_driver as open_driver
+    from ._fallback import Fallback as Fallback
+    from ._core.fallback import FallbackPolicy as FallbackPolicy
     from ._results import Result as Result
     from ._results import ResultStream as ResultStream
     from ._results import RunTimings as RunTimings
@@ -94,6 +99,9 @@ _EXPORTS: dict[str, str] = {
     "ErrorKind": "_core.events",
     "ModelError": "_core.events",
     "ToolError": "_core.events",
+    "Budget": "_core.budgets",
+    "BudgetExceeded": "_core.budgets",
+    "UsageLimits": "_core.budgets",
     # tools
     "Tool": "_tools",
     "tool": "_tools",
@@ -102,6 +110,8 @@ _EXPORTS: dict[str, str] = {
     # the trio driver (docs/driver.md)
     "Driver": "_driver",
     "open_driver": "_open",
+    "Fallback": "_fallback",
+    "FallbackPolicy": "_core.fallback",
     "Result": "_results",
     "ResultStream": "_results",
     "RunTimings": "_results",
@@ -130,11 +140,15 @@ __all__ = [
     "AbortReason",
     "AgentcoreError",
     "BatchStream",
+    "Budget",
+    "BudgetExceeded",
     "ConfigError",
     "DecodeError",
     "Driver",
     "DriverStatistics",
     "ErrorKind",
+    "Fallback",
+    "FallbackPolicy",
     "InternalError",
     "MapReduceResult",
     "ModelError",
@@ -155,6 +169,7 @@ __all__ = [
     "ToolExecutorStatistics",
     "ToolStatistics",
     "Usage",
+    "UsageLimits",
     "load_task",
     "map_reduce",
     "open_batch",

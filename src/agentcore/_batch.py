@@ -21,7 +21,9 @@ import orjson
 import trio
 
 from ._backends import is_self_hosted
+from ._budget_guard import OnBudget
 from ._codecs.codec import Backend
+from ._core.budgets import UsageLimits
 from ._core.errors import ConfigError
 from ._core.events import AbortKind, AbortReason, ModelResponded
 from ._core.loop import AgentLoop
@@ -177,6 +179,8 @@ async def open_batch(
     batch_id: str | None = None,
     timeout: float | None = None,
     max_active: int | None = None,
+    budget: UsageLimits | None = None,
+    on_budget: OnBudget = "finish",
     **driver_options: Any,
 ) -> AsyncIterator[BatchStream[T]]:
     """Run ``task`` over ``inputs``; results arrive in completion order.
@@ -202,6 +206,12 @@ async def open_batch(
         batch_id: the prefix of run and session ids (default: a fresh random id).
         timeout: seconds each agent may take.
         max_active: agents in progress at once (bounds memory for huge batches).
+        budget: usage limits of the whole batch (:class:`~agentcore.UsageLimits`; the
+            per-agent limits are ``Task.limits``). Once one has no room, no further agent
+            starts; each remaining input reports ``failed`` with
+            ``AbortKind.BUDGET_EXHAUSTED``.
+        on_budget: ``"finish"`` lets the agents already going end on their own;
+            ``"cancel"`` ends them at once with the budget as their reason.
         **driver_options: passed to :func:`agentcore.open_driver`.
 
     Yields:
@@ -226,7 +236,9 @@ async def open_batch(
             await warm_prefix(opened, task, batch_id=batch_id)
         loops = _loops(task, inputs, batch_id, indices, early, None)
         results = await stack.enter_async_context(
-            opened.stream(loops, timeout=timeout, max_active=max_active)
+            opened.stream(
+                loops, timeout=timeout, max_active=max_active, budget=budget, on_budget=on_budget
+            )
         )
         yield BatchStream[T](results, indices, early)
 

@@ -43,16 +43,19 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 
 import trio
 
+from ._budget_guard import BudgetGuard, OnBudget
 from ._codecs.classify import deadline_error
+from ._core.budgets import BudgetExceeded, UsageLimits
 from ._core.errors import ConfigError, InternalError, LocalProtocolError
 from ._core.events import (
     Abort,
     AbortKind,
+    AbortReason,
     CallModel,
     CallTool,
     CancelRequested,
@@ -62,13 +65,16 @@ from ._core.events import (
     ModelFailed,
     ModelResponded,
 )
+from ._core.fallback import FallbackPolicy
 from ._core.loop import AgentLoop, RunState
+from ._core.messages import Usage
 from ._core.retry import RetryPolicy
+from ._fallback import FallbackRequests
 from ._model_client import ModelClient
 from ._requests import ModelRequests
 from ._results import Group, Result, ResultStream, Run, RunTimings, Status
 from ._slot_limiter import SlotLimiter
-from ._stats import DriverStatistics, Summary
+from ._stats import DriverStatistics, RequestStats, Summary
 from ._tool_executor import ToolExecutor
 
 __all__ = ["Driver"]
@@ -95,10 +101,23 @@ class Driver:
         executor: ToolExecutor,
         retry: RetryPolicy,
         rng: random.Random,
+        fallbacks: Sequence[tuple[str, ModelClient, SlotLimiter]] = (),
+        fallback_policy: FallbackPolicy | None = None,
+        primary_name: str = "primary",
     ) -> None:
         self._limiter = limiter
         self._executor = executor
-        self._requests = ModelRequests(client, limiter, retry, rng.random)
+        self._requests: ModelRequests | FallbackRequests = ModelRequests(
+            client, limiter, retry, rng.random
+        )
+        if fallbacks:
+            self._requests = _fallback_requests(
+                self._requests,
+                primary_name,
+                fallbacks,
+                fallback_policy or FallbackPolicy(),
+                (retry, rng),
+            )
         self._everything = Group()
         self._opened = trio.current_time()
         self._closed_at: float | None = None
@@ -166,6 +185,7 @@ class Driver:
             run.cancel()
         if group is not None:
             group.runs.add(run)
+            run.guard = group.guard
             if group.cancelled:
                 run.cancel()
         return run
@@ -186,9 +206,14 @@ class Driver:
                 event: Event
                 if isinstance(effect, CallModel):
                     run.pending_model = effect
-                    event = await self._requests.send(effect, run)
+                    if run.guard is None:
+                        event = await self._requests.send(effect, run)
+                    else:
+                        event = await self._send_budgeted(run, effect)
                     run.pending_model = None
                 elif isinstance(effect, CallTool):
+                    if run.guard is not None:
+                        await run.guard.before_tool_call()
                     run.tool_started()
                     try:
                         event = await self._executor.call(effect)
@@ -236,15 +261,27 @@ class Driver:
     ) -> None:
         send.send_nowait(await self._perform(run, call))
 
+    async def _send_budgeted(self, run: Run, call: CallModel) -> ModelResponded | ModelFailed:
+        guard = run.guard
+        await guard.before_request()
+        event = await self._requests.send(call, run)
+        guard.after_request(event)
+        return event
+
     async def _perform(self, run: Run, call: CallModel | CallTool) -> Event:
         if isinstance(call, CallTool):
+            if run.guard is not None:
+                await run.guard.before_tool_call()
             run.tool_started()
             try:
                 return await self._executor.call(call)
             finally:
                 run.tool_ended()
         run.pending_model = call
-        event = await self._requests.send(call, run)
+        if run.guard is None:
+            event = await self._requests.send(call, run)
+        else:
+            event = await self._send_budgeted(run, call)
         run.pending_model = None
         return event
 
@@ -265,6 +302,8 @@ class Driver:
     def _result(self, run: Run, end: Finish | Abort | None) -> Result:
         if end is None:
             end = self._interrupted(run)
+        if run.budget is not None and isinstance(end, Abort):
+            end = _over_budget(end, run.budget)
         status: Status
         if isinstance(end, Finish):
             status, output, error = "ok", end.output, None
@@ -291,6 +330,7 @@ class Driver:
             usage=end.usage,
             timings=timings,
             turns=run.turns,
+            served_by=() if run.served_by is None else tuple(run.served_by),
         )
 
     # ------------------------------------------------------------------------ batches
@@ -302,6 +342,8 @@ class Driver:
         *,
         timeout: float | None = None,
         max_active: int | None = None,
+        budget: UsageLimits | None = None,
+        on_budget: OnBudget = "finish",
     ) -> AsyncIterator[ResultStream]:
         """Run many loops at once; results arrive in completion order.
 
@@ -320,6 +362,12 @@ class Driver:
             timeout: seconds each run may take from its own start (``None``: no limit).
             max_active: runs in progress at once (``None``: all). Slots bound the model
                 requests either way; this bounds memory for very large batches.
+            budget: usage limits of the whole batch (see :class:`~agentcore.UsageLimits`):
+                once one has no room, no further run starts (each reports ``failed`` with
+                ``AbortKind.BUDGET_EXHAUSTED``).
+            on_budget: what a spent batch budget does to the runs already going:
+                ``"finish"`` lets them end on their own, ``"cancel"`` ends them at once
+                (``failed``, with the budget as the reason).
 
         Yields:
             The :class:`ResultStream`.
@@ -327,6 +375,10 @@ class Driver:
         if max_active is not None and max_active < 1:
             raise ConfigError(f"max_active must be at least 1, got {max_active}")
         group = Group()
+        if budget is not None:
+            if not isinstance(budget, UsageLimits):
+                raise ConfigError(f"budget must be a UsageLimits, got {budget!r}")
+            group.guard = BudgetGuard(budget, on_budget, group)
         send, receive = trio.open_memory_channel[Result](0)
         async with _body_nursery() as nursery:
             nursery.start_soon(self._feed, loops, timeout, max_active, group, send)
@@ -352,6 +404,15 @@ class Driver:
                 if holds:
                     assert active is not None
                     await active.acquire_on_behalf_of(index)
+                if group.guard is not None:
+                    refused = group.guard.refuses_run()
+                    if refused is not None:
+                        if holds:
+                            assert active is not None
+                            active.release_on_behalf_of(index)
+                        self._ends["failed"] += 1
+                        await send.send(_not_started(loop, index, refused, trio.current_time()))
+                        continue
                 # ``send`` itself is closed once the nursery has waited for every run, so
                 # the runs share it (a clone per run would cost a checkpoint to close).
                 nursery.start_soon(
@@ -456,7 +517,56 @@ class Driver:
             tools=tools,
             slots=slots,
             slot_utilisation=slots.busy_time / capacity if capacity > 0 else None,
+            served_by=_served_by(requests) if isinstance(self._requests, FallbackRequests) else {},
         )
+
+
+def _fallback_requests(
+    primary: ModelRequests,
+    primary_name: str,
+    fallbacks: Sequence[tuple[str, ModelClient, SlotLimiter]],
+    policy: FallbackPolicy,
+    retrying: tuple[RetryPolicy, random.Random],
+) -> FallbackRequests:
+    retry, rng = retrying
+    names = [name for name, _, _ in fallbacks]
+    if primary_name in names or len(set(names)) != len(names):
+        raise ConfigError(f"backend names must be distinct, got {[primary_name, *names]}")
+    primary.name = primary_name
+    routes = [(primary_name, primary)]
+    for name, client, limiter in fallbacks:
+        routes.append((name, ModelRequests(client, limiter, retry, rng.random, name)))
+    return FallbackRequests(routes, policy)
+
+
+def _served_by(requests: Sequence[RequestStats]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for request in requests:
+        if request.error is None:
+            counts[request.backend] = counts.get(request.backend, 0) + 1
+    return counts
+
+
+def _over_budget(end: Abort, exceeded: BudgetExceeded) -> Abort:
+    """The abort of a run cancelled because its batch's budget ran out."""
+    if end.reason.kind is not AbortKind.CANCELLED:
+        return end
+    reason = AbortReason(AbortKind.BUDGET_EXHAUSTED, exceeded.describe(), budget=exceeded)
+    return Abort(reason, end.transcript, end.usage)
+
+
+def _not_started(loop: AgentLoop, index: int, exceeded: BudgetExceeded, now: float) -> Result:
+    """The result of a run its batch's spent budget did not let start."""
+    return Result(
+        index=index,
+        status="failed",
+        output=None,
+        error=AbortReason(AbortKind.BUDGET_EXHAUSTED, exceeded.describe(), budget=exceeded),
+        transcript=loop.transcript,
+        usage=Usage(),
+        timings=RunTimings(now, now, 0.0, 0.0, 0.0, (), 0),
+        turns=0,
+    )
 
 
 @asynccontextmanager

@@ -9,7 +9,7 @@ order, when the driver's block is left.
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
@@ -18,10 +18,13 @@ from ._backends import is_sim
 from ._codecs.codec import Backend
 from ._codecs.http import Timeouts
 from ._core.errors import ConfigError
+from ._core.events import ErrorKind
+from ._core.fallback import FallbackPolicy
 from ._core.retry import RetryPolicy
 from ._core.slots import SlotPolicy
 from ._core.validators import check_choice
 from ._driver import Driver
+from ._fallback import Fallback
 from ._model_client import HttpModelClient, ModelClient
 from ._sim import SimConfig, open_sim_server
 from ._slot_limiter import SlotLimiter
@@ -74,6 +77,69 @@ async def _open_client(
     return client
 
 
+def _fallback_specs(
+    entries: Sequence[str | Backend | ModelClient | Fallback], primary_name: str
+) -> list[tuple[str, Fallback]]:
+    """Each fallback entry as a named :class:`Fallback`, checked before anything opens."""
+    if isinstance(entries, str | bytes | Backend | Fallback | ModelClient):
+        raise ConfigError(f"fallback must be a list of backends, got {entries!r}")
+    specs: list[tuple[str, Fallback]] = []
+    taken = {primary_name}
+    for number, entry in enumerate(entries, start=1):
+        spec = entry if isinstance(entry, Fallback) else Fallback(entry)
+        target = spec.backend
+        if not isinstance(target, str | Backend | ModelClient):
+            raise ConfigError(
+                f"a fallback must be a backend URL, a Backend or a model client; got {target!r}"
+            )
+        name = spec.name or (target if isinstance(target, str) else f"fallback-{number}")
+        if name in taken:
+            if spec.name is not None:
+                raise ConfigError(f"two backends are named {name!r}")
+            name = f"{name}#{number}"
+        taken.add(name)
+        specs.append((name, spec))
+    return specs
+
+
+async def _open_fallbacks(
+    stack: AsyncExitStack,
+    specs: list[tuple[str, Fallback]],
+    *,
+    model: str,
+    max_inflight: int,
+    limits: tuple[SlotPolicy, bool],
+    stream: bool | None,
+    timeouts: Timeouts,
+    transport: TransportKind | None,
+) -> list[tuple[str, ModelClient, SlotLimiter]]:
+    """A model client and a slot limiter per fallback backend, opened on ``stack``."""
+    slot_policy, adaptive = limits
+    routes: list[tuple[str, ModelClient, SlotLimiter]] = []
+    for name, spec in specs:
+        target = spec.backend
+        client: ModelClient
+        if isinstance(target, str | Backend):
+            client = await _open_client(
+                stack,
+                target,
+                model=spec.model or model,
+                max_inflight=spec.max_inflight or max_inflight,
+                stream=stream,
+                timeouts=timeouts,
+                transport=transport,
+                api_key=spec.api_key,
+                options=dict(spec.options),
+            )
+        else:
+            client = target
+        slots = SlotLimiter(
+            spec.max_inflight or max_inflight, policy=slot_policy, adaptive=adaptive
+        )
+        routes.append((name, client, slots))
+    return routes
+
+
 @asynccontextmanager
 async def open_driver(
     backend: str | Backend | ModelClient,
@@ -89,6 +155,8 @@ async def open_driver(
     transport: TransportKind | None = None,
     api_key: str | None = None,
     seed: int | None = None,
+    fallback: Sequence[str | Backend | ModelClient | Fallback] = (),
+    fallback_on: Iterable[ErrorKind] | None = None,
     **backend_options: Any,
 ) -> AsyncIterator[Driver]:
     """Open a driver: a slot limiter, a tool executor and a model client for one backend.
@@ -117,6 +185,11 @@ async def open_driver(
         transport: ``"lean"`` or ``"httpx"`` (``None``: the backend's default).
         api_key: the API key for hosted backends.
         seed: seeds the back-off jitter, for reproducible schedules.
+        fallback: backends (or models) to try, in order, when a request fails for good on
+            the one before (see docs/backends.md): URLs, ``Backend`` values, model clients,
+            or :class:`~agentcore.Fallback` values with their own model, slots and key.
+        fallback_on: the error kinds that send a request on to the next backend (default:
+            :data:`~agentcore._core.fallback.DEFAULT_FALLBACK_ON`).
         **backend_options: dialect options passed to :func:`agentcore.wire.backend`.
 
     Yields:
@@ -128,6 +201,9 @@ async def open_driver(
     if isinstance(max_inflight, bool) or not isinstance(max_inflight, int) or max_inflight < 1:
         raise ConfigError(f"max_inflight must be a positive integer, got {max_inflight!r}")
     check_choice("slot_policy", slot_policy, ("fifo", "priority"))
+    primary_name = backend if isinstance(backend, str) else "primary"
+    specs = _fallback_specs(fallback, primary_name)
+    policy = FallbackPolicy() if fallback_on is None else FallbackPolicy(fallback_on)
     # The tool executor keeps a nursery open around our ``yield``; an exception of the
     # caller's block is taken out before it would be wrapped in an exception group there,
     # and re-raised as itself once everything is closed.
@@ -159,6 +235,16 @@ async def open_driver(
             raise ConfigError(
                 f"expected a backend URL, a Backend or a model client; got {backend!r}"
             )
+        routes = await _open_fallbacks(
+            stack,
+            specs,
+            model=model,
+            max_inflight=max_inflight,
+            limits=(slot_policy, adaptive),
+            stream=stream,
+            timeouts=timeouts,
+            transport=transport,
+        )
         executor = await stack.enter_async_context(open_tool_executor(tools))
         driver = Driver(
             client=client,
@@ -166,6 +252,9 @@ async def open_driver(
             executor=executor,
             retry=retry,
             rng=random.Random(seed),
+            fallbacks=routes,
+            fallback_policy=policy,
+            primary_name=primary_name,
         )
         try:
             yield driver

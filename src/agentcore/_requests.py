@@ -41,7 +41,10 @@ class ModelRequests:
         limiter: SlotLimiter,
         retry: RetryPolicy,
         random: Callable[[], float],
+        name: str = "",
     ) -> None:
+        self.name = name
+        """The backend's name in ``RequestStats.backend`` (set with model fallback)."""
         self._client = client
         self._limiter = limiter
         self._retry = retry
@@ -111,6 +114,7 @@ class ModelRequests:
                 usage.completion_tokens,
                 usage.cached_tokens,
                 event.error.kind if isinstance(event, ModelFailed) else None,
+                self.name,
             )
         )
         return event

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal
 import attrs
 import trio
 
+from ._core.budgets import BudgetExceeded
 from ._core.events import AbortReason, CallModel
 from ._core.loop import AgentLoop
 from ._core.messages import Message, Usage
@@ -71,6 +72,9 @@ class Result(Generic[OutputT]):
     timings: RunTimings
     turns: int
     """Model requests made (sent at least once)."""
+    served_by: tuple[str, ...] = ()
+    """With model fallback: the backend that gave each request its final reply or failure,
+    in request order (empty without fallback)."""
 
 
 @attrs.define(eq=False)
@@ -91,6 +95,12 @@ class Run:
     tools_running: int = 0
     tools_since: float = 0.0
     tool_time: float = 0.0
+    guard: Any = None
+    """The batch's ``BudgetGuard``, when its batch has a usage budget."""
+    served_by: list[str] | None = None
+    """With model fallback: the backend of each request so far."""
+    budget: BudgetExceeded | None = None
+    """The batch budget that ran out, when that is why the run was cancelled."""
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -113,6 +123,8 @@ class Group:
 
     runs: set[Run] = attrs.field(factory=set)
     cancelled: bool = False
+    guard: Any = None
+    """The ``BudgetGuard`` of a batch with a usage budget."""
 
     def cancel(self) -> None:
         self.cancelled = True

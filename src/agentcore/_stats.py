@@ -8,7 +8,7 @@ kept, compared and logged without changing under the caller.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
@@ -88,6 +88,9 @@ class RequestStats:
     """``None`` when the server did not say."""
     error: ErrorKind | None
     """Why the request failed for good, ``None`` when it succeeded."""
+    backend: str = ""
+    """The backend that made it, with model fallback (``""`` without): a request that fell
+    over has one entry per backend it visited."""
 
 
 @attrs.frozen
@@ -129,3 +132,5 @@ class DriverStatistics:
     slots: SlotStatistics
     slot_utilisation: float | None
     """Busy slot-seconds / (``max_inflight`` x wall time)."""
+    served_by: Mapping[str, int] = attrs.field(factory=dict)
+    """With model fallback: requests answered, per backend name (empty without fallback)."""

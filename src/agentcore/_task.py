@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Generic
 
 import attrs
 
+from ._core.budgets import UsageLimits
 from ._core.config import LoopConfig
 from ._core.errors import ConfigError
 from ._core.events import CallModel
@@ -107,6 +108,9 @@ class Task(Generic[T]):
     """Expected reply length, passed to the server as a hint."""
     name: str = "task"
     """A short name, used in run ids."""
+    limits: UsageLimits | None = None
+    """Usage budgets of each agent (requests, tokens, tool calls); see
+    :class:`~agentcore.UsageLimits`. A batch-wide budget is ``open_batch(budget=...)``."""
     _base_config: LoopConfig = attrs.field(init=False, eq=False, hash=False, repr=False)
     """The loop config every job shares but for its ids (built and validated once)."""
 
@@ -128,6 +132,7 @@ class Task(Generic[T]):
             max_output_retries=self.max_output_retries,
             params=self.params,
             expected_output_tokens=self.expected_output_tokens,
+            limits=self.limits,
         )
 
     @property

@@ -21,6 +21,7 @@ from typing import Any, Final
 
 import attrs
 
+from .budgets import UsageLimits
 from .errors import ConfigError, InternalError
 from .messages import ModelParams, OutputSpec, ToolSpec
 from .schema import json_schema
@@ -71,6 +72,11 @@ _OUTPUT_INSTRUCTION = (
 def _check_params(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, ModelParams):
         raise ConfigError(f"LoopConfig.params must be a ModelParams, got {value!r}")
+
+
+def _check_limits(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and not isinstance(value, UsageLimits):
+        raise ConfigError(f"LoopConfig.limits must be a UsageLimits or None, got {value!r}")
 
 
 def _to_tools(value: Any) -> tuple[ToolSpec, ...]:
@@ -161,6 +167,9 @@ class LoopConfig:
     """Expected reply length, passed on as a hint."""
     final_instruction: str = attrs.field(default=DEFAULT_FINAL_INSTRUCTION, validator=nonempty_str)
     """The user message of the forced final request."""
+    limits: UsageLimits | None = attrs.field(default=None, validator=_check_limits)
+    """Usage budgets of the run, checked before each model request and each tool turn
+    (``None``: none beyond ``max_turns``)."""
 
     output_spec: OutputSpec | None = attrs.field(init=False, eq=False, repr=False)
     """Derived from ``output``: its name and JSON schema (``None`` for text output)."""
@@ -212,6 +221,7 @@ class LoopConfig:
         put(config, "priority_step", self.priority_step)
         put(config, "expected_output_tokens", self.expected_output_tokens)
         put(config, "final_instruction", self.final_instruction)
+        put(config, "limits", self.limits)
         put(config, "output_spec", self.output_spec)
         put(config, "output_instruction", self.output_instruction)
         put(config, "_tools_by_name", self._tools_by_name)
@@ -221,6 +231,6 @@ class LoopConfig:
 
 _RUN_ID = attrs.fields(LoopConfig).run_id
 _PARENT_SESSION_ID = attrs.fields(LoopConfig).parent_session_id
-_FOR_RUN_FIELDS = 17  # the fields ``LoopConfig._for_run`` sets
+_FOR_RUN_FIELDS = 18  # the fields ``LoopConfig._for_run`` sets
 if len(attrs.fields(LoopConfig)) != _FOR_RUN_FIELDS:  # pragma: no cover - a maintenance guard
     raise InternalError("LoopConfig._for_run must set every field of LoopConfig")

@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from .budgets import BudgetExceeded
 from .messages import (
     AgentHints,
     AssistantMessage,
@@ -176,6 +177,7 @@ class AbortKind(enum.Enum):
     MAX_TURNS = "max_turns"  #: no answer even after the forced final turn
     CANCELLED = "cancelled"  #: ``CancelRequested``
     INVALID_INPUT = "invalid_input"  #: the batch input did not fit the task (no run started)
+    BUDGET_EXHAUSTED = "budget_exhausted"  #: a usage budget ran out (``AbortReason.budget``)
 
 
 @attrs.frozen
@@ -186,6 +188,8 @@ class AbortReason:
     message: str
     error: ModelError | None = None
     """The model error, for ``MODEL_FAILED``."""
+    budget: BudgetExceeded | None = None
+    """The budget that ran out, for ``BUDGET_EXHAUSTED``."""
 
 
 @attrs.frozen

@@ -33,6 +33,11 @@ ends the run with ``Abort(TOOL_ERRORS)`` (no ``CallTool`` of that reply is emitt
 that *ran* and failed (``ToolFailed``) is reported to the model as an error result but does
 not count: it is the tool's fault, not the model's.
 
+Usage budgets (``config.limits``, see :mod:`agentcore._core.budgets`): before each model
+request (the first one included) the loop checks the run's requests and tokens so far, and
+before a tool turn starts it checks that the turn's valid calls fit the tool-call limit; a
+budget without room ends the run with ``Abort(BUDGET_EXHAUSTED)`` whose reason names it.
+
 Legality: :data:`TRANSITIONS` lists every (state, event type) pair the loop accepts and the
 states it may move to. A pair missing from the table, a reply to a request that is not the
 current one, a result for a call that is not outstanding, or a second result for a call is
@@ -61,6 +66,7 @@ from typing import Any, Final, NoReturn
 
 import attrs
 
+from .budgets import BudgetExceeded, UsageLimits, UsageTally, exhausted, tool_calls_exceed
 from .config import LoopConfig, fallback_call_id, idempotency_key, request_id
 from .errors import ConfigError, InternalError, LocalProtocolError
 from .events import (
@@ -127,14 +133,14 @@ _ABORTED = RunState.ABORTED
 _ERROR = RunState.ERROR
 
 TRANSITIONS: Final[Mapping[tuple[RunState, type[Any] | str], frozenset[RunState]]] = {
-    (_IDLE, START): frozenset({_AWAITING_MODEL}),
+    (_IDLE, START): frozenset({_AWAITING_MODEL, _ABORTED}),
     (_AWAITING_MODEL, ModelResponded): frozenset(
         {_AWAITING_MODEL, _AWAITING_TOOLS, _FINISHED, _ABORTED}
     ),
     (_AWAITING_MODEL, ModelFailed): frozenset({_ABORTED}),
     (_AWAITING_MODEL, CancelRequested): frozenset({_ABORTED}),
-    (_AWAITING_TOOLS, ToolReturned): frozenset({_AWAITING_TOOLS, _AWAITING_MODEL}),
-    (_AWAITING_TOOLS, ToolFailed): frozenset({_AWAITING_TOOLS, _AWAITING_MODEL}),
+    (_AWAITING_TOOLS, ToolReturned): frozenset({_AWAITING_TOOLS, _AWAITING_MODEL, _ABORTED}),
+    (_AWAITING_TOOLS, ToolFailed): frozenset({_AWAITING_TOOLS, _AWAITING_MODEL, _ABORTED}),
     (_AWAITING_TOOLS, CancelRequested): frozenset({_ABORTED}),
 }
 """Every legal (state, input) pair and the states the loop may move to.
@@ -171,6 +177,8 @@ class LoopSnapshot:
     results: tuple[ToolMessage | None, ...] = ()
     """Per call of the current tool turn (model order): its result, or ``None`` while it is
     outstanding. Empty unless the state is ``AWAITING_TOOLS``."""
+    tool_calls: int = 0
+    """Tool calls started so far (what ``UsageLimits.tool_calls`` bounds)."""
 
 
 @attrs.frozen
@@ -184,6 +192,8 @@ class LoopStatistics:
     output_retries: int
     outstanding_tools: int
     usage: Usage
+    tool_calls: int = 0
+    """Tool calls started so far."""
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -246,6 +256,7 @@ class AgentLoop:
         "_request_id",
         "_results",
         "_state",
+        "_tool_calls",
         "_tool_errors",
         "_tool_turns",
         "_transcript",
@@ -274,6 +285,7 @@ class AgentLoop:
         self._request_id = ""
         self._tool_turns = 0
         self._tool_errors = 0
+        self._tool_calls = 0
         self._output_retries = 0
         self._final = False
         self._prompt_tokens = 0
@@ -315,6 +327,7 @@ class AgentLoop:
             self._output_retries,
             len(self._pending),
             self.usage,
+            self._tool_calls,
         )
 
     def start(self) -> tuple[Effect, ...]:
@@ -329,7 +342,7 @@ class AgentLoop:
         if self._state is not RunState.IDLE:
             self._illegal(f"start() called in state {self._state.name}", None)
         self._state = RunState.AWAITING_MODEL
-        return (self._call_model(),)
+        return self._request()
 
     def handle(self, event: Event) -> tuple[Effect, ...]:
         """Feed one event; get the effects to perform.
@@ -416,6 +429,7 @@ class AgentLoop:
             final=self._final,
             usage=self.usage,
             results=tuple(self._results) if self._state is RunState.AWAITING_TOOLS else (),
+            tool_calls=self._tool_calls,
         )
 
     @classmethod
@@ -450,6 +464,7 @@ class AgentLoop:
         )
         loop._tool_turns = snapshot.tool_turns
         loop._tool_errors = snapshot.tool_errors
+        loop._tool_calls = snapshot.tool_calls
         loop._output_retries = snapshot.output_retries
         loop._final = snapshot.final
         usage = snapshot.usage
@@ -512,6 +527,31 @@ class AgentLoop:
                 final,
             ),
             None if offers_tools else config.output_spec,
+        )
+
+    def _request(self) -> tuple[Effect, ...]:
+        """The next model request, or the abort of a run whose budget has no room for it."""
+        limits = self._config.limits
+        if limits is not None:
+            exceeded = exhausted(
+                limits,
+                UsageTally(
+                    self._model_calls,
+                    self._prompt_tokens,
+                    self._completion_tokens,
+                    self._tool_calls,
+                ),
+                "run",
+            )
+            if exceeded is not None:
+                return self._over_budget(exceeded, tuple(self._transcript))
+        return (self._call_model(),)
+
+    def _over_budget(
+        self, exceeded: BudgetExceeded, transcript: tuple[Message, ...]
+    ) -> tuple[Effect, ...]:
+        return self._abort(
+            AbortKind.BUDGET_EXHAUSTED, exceeded.describe(), transcript, budget=exceeded
         )
 
     def _call_model(self) -> CallModel:
@@ -609,9 +649,16 @@ class AgentLoop:
                     f"{config.max_tool_errors}",
                     tuple(partial),
                 )
+        limits: UsageLimits | None = config.limits
+        if limits is not None and (
+            exceeded := tool_calls_exceed(limits, self._tool_calls, len(effects), "run")
+        ):
+            partial = [*self._transcript, *(r for r in results if r is not None)]
+            return self._over_budget(exceeded, tuple(partial))
+        self._tool_calls += len(effects)
         if not pending:
             self._transcript.extend(results)  # type: ignore[arg-type]  # all set
-            return (self._next_after_tools(),)
+            return self._next_after_tools()
         self._calls = calls
         self._results = results
         self._pending = pending
@@ -634,13 +681,13 @@ class AgentLoop:
         self._transcript.extend(self._results)  # type: ignore[arg-type]  # all set
         self._calls = ()
         self._results = []
-        return (self._next_after_tools(),)
+        return self._next_after_tools()
 
-    def _next_after_tools(self) -> CallModel:
+    def _next_after_tools(self) -> tuple[Effect, ...]:
         if self._tool_turns >= self._config.max_turns:
             self._final = True
             self._transcript.append(UserMessage(self._config.final_instruction))
-        return self._call_model()
+        return self._request()
 
     def _final_answer(self, message: AssistantMessage) -> tuple[Effect, ...]:
         self._transcript.append(message)
@@ -671,7 +718,7 @@ class AgentLoop:
             )
         self._output_retries += 1
         self._transcript.append(UserMessage(repair))
-        return (self._call_model(),)
+        return self._request()
 
     def _on_model_failed(self, event: ModelFailed) -> tuple[Effect, ...]:
         if event.request_id != self._request_id:
@@ -696,12 +743,13 @@ class AgentLoop:
         transcript: tuple[Message, ...],
         *,
         error: ModelError | None = None,
+        budget: BudgetExceeded | None = None,
     ) -> tuple[Effect, ...]:
         self._state = RunState.ABORTED
         self._pending = {}
         self._calls = ()
         self._results = []
-        return (Abort(AbortReason(kind, message, error), transcript, self.usage),)
+        return (Abort(AbortReason(kind, message, error, budget), transcript, self.usage),)
 
     def _finish(self, output: Any) -> tuple[Effect, ...]:
         self._state = RunState.FINISHED

@@ -95,7 +95,9 @@ class Driver:
         executor: ToolExecutor,
         retry: RetryPolicy,
         rng: random.Random,
+        self_hosted: bool = False,
     ) -> None:
+        self._self_hosted = self_hosted
         self._limiter = limiter
         self._executor = executor
         self._requests = ModelRequests(client, limiter, retry, rng.random)
@@ -108,6 +110,13 @@ class Driver:
     def limiter(self) -> SlotLimiter:
         """The inference-slot limiter (its ``statistics()`` shows slots in use and holders)."""
         return self._limiter
+
+    @property
+    def self_hosted(self) -> bool:
+        """Whether the backend is a server we run (vLLM, SGLang, Dynamo, ``sim://``...):
+        batches warm the shared prefix by default. ``False`` for hosted APIs and model
+        clients."""
+        return self._self_hosted
 
     @property
     def executor(self) -> ToolExecutor:

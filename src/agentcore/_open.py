@@ -45,8 +45,10 @@ async def _open_client(
     transport: TransportKind | None,
     api_key: str | None,
     options: dict[str, Any],
-) -> ModelClient:
+) -> tuple[ModelClient, bool]:
+    """The model client for ``target``, and whether the backend is self-hosted."""
     configured = make_backend(target, model=model, api_key=api_key, **options)
+    self_hosted = configured.self_hosted
     if configured.name == "sim":
         # The embedded simulator: start it on a free loopback port, then talk to it as an
         # OpenAI-compatible server in the ``sim`` dialect with the same options.
@@ -64,7 +66,7 @@ async def _open_client(
         stream=configured.stream if stream is None else stream,
     )
     stack.push_async_callback(client.aclose)
-    return client
+    return client, self_hosted
 
 
 @asynccontextmanager
@@ -127,8 +129,9 @@ async def open_driver(
     raised: BaseException | None = None
     async with AsyncExitStack() as stack:
         client: ModelClient
+        self_hosted = False
         if isinstance(backend, str | Backend):
-            client = await _open_client(
+            client, self_hosted = await _open_client(
                 stack,
                 backend,
                 model=model,
@@ -159,6 +162,7 @@ async def open_driver(
             executor=executor,
             retry=retry,
             rng=random.Random(seed),
+            self_hosted=self_hosted,
         )
         try:
             yield driver

@@ -44,8 +44,10 @@ Structured output is announced twice: the loop appends a fixed instruction with 
 schema to the first system message (or inserts a system message) before the first request,
 so the bytes of the shared prefix are identical across runs with the same config (runs of one
 config with the same system prompt share that message object: the config builds it once); and
-``CallModel.output`` carries the ``OutputSpec`` on requests that offer no tools, where a codec
-may map it to ``response_format`` without preventing tool calls.
+``CallModel.output`` carries the ``OutputSpec`` on every request of the run. Whether it goes on
+the wire (``response_format``) is the codec's choice: where the server's guided decoding would
+constrain the whole reply and so forbid tool calls (vLLM, SGLang), the codec sends it only on
+requests that offer no tools or use ``tool_choice="none"``.
 
 Ids are data: call ids the model left empty or repeated within a reply are replaced by
 ``call_{turn}_{index}`` (the assistant message in the transcript is rewritten to match), and
@@ -546,8 +548,8 @@ class AgentLoop:
         # The final request keeps the tool list (with ``tool_choice="none"``): chat templates
         # render tools near the start of the prompt, so dropping them would change the shared
         # prefix and miss the prefix cache, and some APIs reject a history with tool calls
-        # but no tool definitions. Structured output is requested whenever tools are off.
-        offers_tools = bool(config.tools) and not final
+        # but no tool definitions. The output spec travels on every request; the codec
+        # decides whether a request with tools carries it on the wire.
         return CallModel(
             request_id(self._run_id, turn),
             tuple(self._transcript),
@@ -561,7 +563,7 @@ class AgentLoop:
                 config.expected_output_tokens,
                 final,
             ),
-            None if offers_tools else config.output_spec,
+            config.output_spec,
         )
 
     def _call_model(self) -> CallModel:

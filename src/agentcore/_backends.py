@@ -36,7 +36,7 @@ from ._codecs.openai import OpenAICodec
 from ._core.errors import ConfigError
 from ._core.validators import check_header_value
 
-__all__ = ["backend", "is_self_hosted", "is_sim"]
+__all__ = ["backend", "is_sim"]
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
@@ -167,15 +167,6 @@ def _scheme(url: str) -> str:
 def is_sim(target: object) -> bool:
     """Whether ``target`` names the embedded simulator (a ``sim://`` URL), without building it."""
     return isinstance(target, str) and _scheme(target) == "sim"
-
-
-def is_self_hosted(target: object) -> bool:
-    """Whether ``target`` is a self-hosted server (prefix warming pays off there), decided from
-    the URL alone: ``vllm://``, ``sglang://``, ``dynamo://``, ``sim://`` and plain ``http://``.
-    A configured :class:`Backend` says it itself."""
-    if isinstance(target, Backend):
-        return target.self_hosted
-    return isinstance(target, str) and _scheme(target) in {*_SELF_HOSTED_PORTS, "sim", "http"}
 
 
 def _check_url(url: str, parts: SplitResult) -> None:

@@ -20,7 +20,6 @@ import cattrs
 import orjson
 import trio
 
-from ._backends import is_self_hosted
 from ._budget_guard import OnBudget
 from ._codecs.codec import Backend
 from ._core.budgets import UsageLimits
@@ -152,18 +151,18 @@ async def _driver_for(
     driver_options: Mapping[str, Any],
 ) -> AsyncIterator[tuple[Driver, bool]]:
     """The given driver or a newly opened one, and whether to warm the prefix up (``warm``;
-    when ``None``: only on a driver opened here for a self-hosted backend)."""
+    when ``None``: when the driver's backend is self-hosted)."""
     if driver is not None:
         if backend is not None or driver_options:
             raise ConfigError("pass either driver= or backend options, not both")
-        yield driver, bool(warm)
+        yield driver, driver.self_hosted if warm is None else warm
         return
     if backend is None:
         raise ConfigError("a backend is needed: pass backend= (a URL such as 'sim://') or driver=")
     async with open_driver(
         backend, model=model, max_inflight=max_inflight, tools=stack_tools, **driver_options
     ) as opened:
-        yield opened, is_self_hosted(backend) if warm is None else warm
+        yield opened, opened.self_hosted if warm is None else warm
 
 
 @asynccontextmanager
@@ -202,7 +201,8 @@ async def open_batch(
         driver: an open driver to use instead of opening one (its tools must include the
             task's).
         warm: send the shared prefix once before the fan-out. ``None``: on for self-hosted
-            backends, off for hosted APIs and model clients.
+            backends, off for hosted APIs and model clients (with ``driver``: as its
+            :attr:`~agentcore.Driver.self_hosted` says).
         batch_id: the prefix of run and session ids (default: a fresh random id).
         timeout: seconds each agent may take.
         max_active: agents in progress at once (bounds memory for huge batches).

@@ -21,7 +21,6 @@ from typing import IO, Any
 import orjson
 import trio
 
-from ._backends import is_self_hosted
 from ._batch import _as_json_value, new_batch_id, open_batch
 from ._core.errors import ConfigError
 from ._demo import demo_inputs, demo_task
@@ -210,7 +209,6 @@ async def _execute(
 ) -> tuple[list[Result], DriverStatistics]:
     results: list[Result] = []
     progress = _Progress(len(inputs), sys.stderr, progress_enabled)
-    warm = is_self_hosted(backend)
     async with open_driver(
         backend, model=model, max_inflight=max_inflight, tools=task.tools, **driver_options
     ) as driver:
@@ -223,9 +221,7 @@ async def _execute(
                         await trio.sleep(0.25)
 
                 nursery.start_soon(refresh)
-            async with open_batch(
-                task, inputs, driver=driver, warm=warm, batch_id=new_batch_id()
-            ) as stream:
+            async with open_batch(task, inputs, driver=driver, batch_id=new_batch_id()) as stream:
                 async for result in stream:
                     results.append(result)
                     progress.done += 1

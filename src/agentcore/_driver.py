@@ -104,7 +104,9 @@ class Driver:
         fallbacks: Sequence[tuple[str, ModelClient, SlotLimiter]] = (),
         fallback_policy: FallbackPolicy | None = None,
         primary_name: str = "primary",
+        self_hosted: bool = False,
     ) -> None:
+        self._self_hosted = self_hosted
         self._limiter = limiter
         self._executor = executor
         self._requests: ModelRequests | FallbackRequests = ModelRequests(
@@ -127,6 +129,13 @@ class Driver:
     def limiter(self) -> SlotLimiter:
         """The inference-slot limiter (its ``statistics()`` shows slots in use and holders)."""
         return self._limiter
+
+    @property
+    def self_hosted(self) -> bool:
+        """Whether the backend is a server we run (vLLM, SGLang, Dynamo, ``sim://``...):
+        batches warm the shared prefix by default. ``False`` for hosted APIs and model
+        clients."""
+        return self._self_hosted
 
     @property
     def executor(self) -> ToolExecutor:

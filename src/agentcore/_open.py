@@ -49,7 +49,8 @@ async def _open_client(
     transport: TransportKind | None,
     api_key: str | None,
     options: dict[str, Any],
-) -> ModelClient:
+) -> tuple[ModelClient, bool]:
+    """The model client for ``target``, and whether the backend is self-hosted."""
     if is_sim(target):
         # The embedded simulator: check the options, start it on a free loopback port, then
         # bind the backend once, as an OpenAI-compatible server in the ``sim`` dialect.
@@ -64,6 +65,7 @@ async def _open_client(
         configured = make_backend(server.url, model=model, api_key=api_key, dialect="sim", **rest)
     else:
         configured = make_backend(target, model=model, api_key=api_key, **options)
+    self_hosted = configured.self_hosted
     kind = configured.transport if transport is None else transport
     check_choice("transport", kind, ("lean", "httpx"))
     moved = make_transport(configured.base_url, kind=kind, max_connections=max_inflight)
@@ -74,7 +76,7 @@ async def _open_client(
         stream=configured.stream if stream is None else stream,
     )
     stack.push_async_callback(client.aclose)
-    return client
+    return client, self_hosted
 
 
 def _fallback_specs(
@@ -120,7 +122,7 @@ async def _open_fallbacks(
         target = spec.backend
         client: ModelClient
         if isinstance(target, str | Backend):
-            client = await _open_client(
+            client, _ = await _open_client(
                 stack,
                 target,
                 model=spec.model or model,
@@ -210,8 +212,9 @@ async def open_driver(
     raised: BaseException | None = None
     async with AsyncExitStack() as stack:
         client: ModelClient
+        self_hosted = False
         if isinstance(backend, str | Backend):
-            client = await _open_client(
+            client, self_hosted = await _open_client(
                 stack,
                 backend,
                 model=model,
@@ -255,6 +258,7 @@ async def open_driver(
             fallbacks=routes,
             fallback_policy=policy,
             primary_name=primary_name,
+            self_hosted=self_hosted,
         )
         try:
             yield driver

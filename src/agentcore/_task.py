@@ -112,12 +112,16 @@ class Task(Generic[T]):
     """Usage budgets of each agent (requests, tokens, tool calls); see
     :class:`~agentcore.UsageLimits`. A batch-wide budget is ``open_batch(budget=...)``."""
     _base_config: LoopConfig = attrs.field(init=False, eq=False, hash=False, repr=False)
-    """The loop config every job shares but for its ids (built and validated once)."""
+    """The loop config every job shares (built and validated once; each loop keeps its own
+    ids)."""
+    _prefix: tuple[Message, ...] = attrs.field(init=False, eq=False, hash=False, repr=False)
+    """The messages in front of every job's user message (the system prompt), shared."""
 
     def __attrs_post_init__(self) -> None:
         # Validate the budgets and the output type once, with the loop's own checks; each
         # job's config is this one with its own ids.
         object.__setattr__(self, "_base_config", self._new_config("check"))
+        object.__setattr__(self, "_prefix", (SystemMessage(self.system),) if self.system else ())
 
     def _config(self, run_id: str, parent_session_id: str | None = None) -> LoopConfig:
         return self._base_config._for_run(run_id, parent_session_id)
@@ -165,11 +169,7 @@ def render_prompt(task: Task[Any], value: Any) -> str:
 
 
 def _messages(task: Task[Any], user_text: str) -> list[Message]:
-    messages: list[Message] = []
-    if task.system:
-        messages.append(SystemMessage(task.system))
-    messages.append(UserMessage(user_text))
-    return messages
+    return [*task._prefix, UserMessage(user_text)]
 
 
 def compile_job(
@@ -184,8 +184,11 @@ def compile_job(
     Raises:
         RenderError: the input does not fit the template.
     """
-    return AgentLoop(
-        task._config(run_id, parent_session_id), _messages(task, render_prompt(task, value))
+    return AgentLoop._for_run(
+        task._base_config,
+        _messages(task, render_prompt(task, value)),
+        run_id,
+        parent_session_id,
     )
 
 

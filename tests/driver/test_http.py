@@ -153,6 +153,11 @@ async def test_final_http_error_is_not_retried(transport: str) -> None:
     assert result.error.error is not None
     assert result.error.error.kind is ErrorKind.BAD_REQUEST
     assert len(server.requests) == 1
+    # A readable line for logs: what failed, the HTTP status and the server's message.
+    text = str(result.error)
+    assert text.startswith("model_failed: bad_request (HTTP 400): ")
+    assert "bad field" in text
+    assert "\n" not in text and "AbortReason" not in text
 
 
 async def test_cancelling_a_batch_over_http_leaves_no_task_or_connection(transport: str) -> None:

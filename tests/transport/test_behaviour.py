@@ -121,6 +121,60 @@ async def test_chunked_body_is_read_whole(kind: TransportKind) -> None:
         assert server.accepted == 1
 
 
+async def test_many_chunks_in_one_segment_with_a_trailer_keep_the_connection(
+    kind: TransportKind,
+) -> None:
+    pieces = [f"data: {i}\n\n".encode() for i in range(300)]
+
+    async def chunked(exchange: Exchange) -> None:
+        await exchange.start_chunked(200, [("content-type", "text/event-stream")])
+        await exchange.send_chunks(pieces)
+        await exchange.end_chunked([("x-checksum", "300")])
+
+    async with serve(chunked) as server, open_transport(server, kind) as transport:
+        response = await transport.send(post(server), QUICK)
+        assert response.body == b"".join(pieces)
+        assert await _read_stream(transport, post(server)) == (200, b"".join(pieces))
+        assert await _read_stream(transport, post(server)) == (200, b"".join(pieces))
+        assert server.accepted == 1
+
+
+async def test_head_and_body_in_one_segment_are_both_read(kind: TransportKind) -> None:
+    async def together(exchange: Exchange) -> None:
+        await exchange.send_raw(
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+            b"3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\nx-t: 1\r\n\r\n"
+        )
+
+    async with serve(together) as server, open_transport(server, kind) as transport:
+        assert (await transport.send(post(server), QUICK)).body == b"abcde"
+        assert await _read_stream(transport, post(server)) == (200, b"abcde")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"zz\r\nabc\r\n0\r\n\r\n", b"3\r\nabcXY\r\n0\r\n\r\n", b"3\nabc\r\n0\r\n\r\n"],
+    ids=["bad-size", "no-crlf-after-data", "bare-lf-size-line"],
+)
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_malformed_chunk_framing_is_a_protocol_error(
+    kind: TransportKind, body: bytes, streamed: bool
+) -> None:
+    async def malformed(exchange: Exchange) -> None:
+        await exchange.send_raw(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n" + body)
+        await exchange.wait_for_client_close()
+
+    async with serve(malformed) as server, open_transport(server, kind) as transport:
+        with pytest.raises(TransportError) as caught:
+            if streamed:
+                await _read_stream(transport, post(server))
+            else:
+                await transport.send(post(server), QUICK)
+        assert caught.value.kind == "protocol"
+        assert caught.value.response_started
+        await server.wait_open(0)
+
+
 async def _read_stream(transport: Transport, request: HttpRequest) -> tuple[int, bytes]:
     async with transport.open_stream(request, QUICK) as stream:
         pieces = []

@@ -45,6 +45,11 @@ __all__ = [
 ]
 
 
+def _one_line(text: str) -> str:
+    """``text`` with its line breaks turned into spaces (error strings go into log lines)."""
+    return " ".join(text.splitlines())
+
+
 class ErrorKind(enum.Enum):
     """Why a model request failed, as classified by a codec or the driver."""
 
@@ -77,6 +82,11 @@ class ModelError:
     code: str | None = None
     """The server's error type/code string, if any."""
 
+    def __str__(self) -> str:
+        """One line for logs: ``kind (HTTP status): message``."""
+        status = "" if self.status is None else f" (HTTP {self.status})"
+        return f"{self.kind.value}{status}: {_one_line(self.message)}"
+
 
 @attrs.frozen
 class ToolError:
@@ -84,6 +94,10 @@ class ToolError:
 
     type: str
     message: str
+
+    def __str__(self) -> str:
+        """One line for logs: ``type: message``."""
+        return f"{self.type}: {_one_line(self.message)}"
 
 
 # ----------------------------------------------------------------------------- events
@@ -149,8 +163,9 @@ class CallModel:
     params: ModelParams = ModelParams()
     hints: AgentHints = AgentHints(session_id="")
     output: OutputSpec | None = None
-    """The structured output expected from the final answer (codecs may pass it on as
-    ``response_format`` when the backend supports it)."""
+    """The structured output expected from the final answer, on every request of a run that
+    has an output type (codecs may pass it on as ``response_format`` when the backend
+    supports it; some only on requests without tools, see the codec's options)."""
 
 
 @attrs.frozen
@@ -190,6 +205,14 @@ class AbortReason:
     """The model error, for ``MODEL_FAILED``."""
     budget: BudgetExceeded | None = None
     """The budget that ran out, for ``BUDGET_EXHAUSTED``."""
+
+    def __str__(self) -> str:
+        """One line for logs and JSONL: ``kind: message``, or for a model failure
+        ``model_failed: error kind (HTTP status): message``."""
+        if self.error is not None and self.message == self.error.message:
+            return f"{self.kind.value}: {self.error}"
+        text = f"{self.kind.value}: {_one_line(self.message)}"
+        return text if self.error is None else f"{text} ({self.error})"
 
 
 @attrs.frozen

@@ -48,9 +48,12 @@ Any other exception out of ``handle`` is a bug.
 
 Structured output is announced twice: the loop appends a fixed instruction with the JSON
 schema to the first system message (or inserts a system message) before the first request,
-so the bytes of the shared prefix are identical across runs with the same config; and
-``CallModel.output`` carries the ``OutputSpec`` on requests that offer no tools, where a codec
-may map it to ``response_format`` without preventing tool calls.
+so the bytes of the shared prefix are identical across runs with the same config (runs of one
+config with the same system prompt share that message object: the config builds it once); and
+``CallModel.output`` carries the ``OutputSpec`` on every request of the run. Whether it goes on
+the wire (``response_format``) is the codec's choice: where the server's guided decoding would
+constrain the whole reply and so forbid tool calls (vLLM, SGLang), the codec sends it only on
+requests that offer no tools or use ``tool_choice="none"``.
 
 Ids are data: call ids the model left empty or repeated within a reply are replaced by
 ``call_{turn}_{index}`` (the assistant message in the transcript is rewritten to match), and
@@ -96,6 +99,7 @@ from .messages import (
     UserMessage,
 )
 from .schema import ValidationFailed, loads_json, parse_json_text, structure
+from .validators import nonempty_str, optional_nonempty_str
 
 __all__ = [
     "START",
@@ -149,6 +153,9 @@ The input is an event type, or :data:`START` for ``AgentLoop.start()``. A pair t
 key is illegal; ``ERROR`` is entered on any illegal input and never left.
 """
 
+
+_RUN_ID = attrs.fields(LoopConfig).run_id
+_PARENT_SESSION_ID = attrs.fields(LoopConfig).parent_session_id
 
 # ----------------------------------------------------------------------------- snapshot
 
@@ -251,10 +258,13 @@ class AgentLoop:
         "_final",
         "_model_calls",
         "_output_retries",
+        "_parent_session_id",
         "_pending",
         "_prompt_tokens",
         "_request_id",
         "_results",
+        "_run_id",
+        "_session_id",
         "_state",
         "_tool_calls",
         "_tool_errors",
@@ -265,20 +275,53 @@ class AgentLoop:
     def __init__(self, config: LoopConfig, messages: Sequence[Message]) -> None:
         if not isinstance(config, LoopConfig):
             raise ConfigError(f"config must be a LoopConfig, got {config!r}")
+        self._setup(config, messages, config.run_id, config.session_id, config.parent_session_id)
+
+    @classmethod
+    def _for_run(
+        cls,
+        config: LoopConfig,
+        messages: Sequence[Message],
+        run_id: str,
+        parent_session_id: str | None,
+    ) -> AgentLoop:
+        """A loop for run ``run_id`` (also its session id) on a config shared by many runs.
+
+        Behaves like ``AgentLoop(config._for_run(run_id, parent_session_id), messages)``
+        without a config per run: the ids live in the loop, and :attr:`config` builds the
+        per-run config only when asked for.
+
+        Raises:
+            ConfigError: an invalid id, or ``messages`` holds something that is not a message.
+        """
+        nonempty_str(None, _RUN_ID, run_id)
+        optional_nonempty_str(None, _PARENT_SESSION_ID, parent_session_id)
+        loop = cls.__new__(cls)
+        loop._setup(config, messages, run_id, run_id, parent_session_id)
+        return loop
+
+    def _setup(
+        self,
+        config: LoopConfig,
+        messages: Sequence[Message],
+        run_id: str,
+        session_id: str,
+        parent_session_id: str | None,
+    ) -> None:
         transcript: list[Message] = []
         for m in messages:
             if not isinstance(m, SystemMessage | UserMessage | AssistantMessage | ToolMessage):
                 raise ConfigError(f"not a message: {m!r}")
             transcript.append(m)
-        instruction = config.output_instruction
-        if instruction is not None:
+        if config.output_instruction is not None:
             if transcript and isinstance(transcript[0], SystemMessage):
-                first = transcript[0].content
-                joined = f"{first}\n\n{instruction}" if first else instruction
-                transcript[0] = SystemMessage(joined)
+                transcript[0] = config._system_message(transcript[0].content)
             else:
-                transcript.insert(0, SystemMessage(instruction))
+                transcript.insert(0, config._system_message(None))
         self._config = config
+        self._run_id = run_id
+        self._session_id = session_id
+        self._parent_session_id = parent_session_id
         self._transcript = transcript
         self._state = RunState.IDLE
         self._model_calls = 0
@@ -305,7 +348,14 @@ class AgentLoop:
     @property
     def config(self) -> LoopConfig:
         """The run's configuration."""
-        return self._config
+        config = self._config
+        if (
+            self._run_id == config.run_id
+            and self._session_id == config.session_id
+            and self._parent_session_id == config.parent_session_id
+        ):
+            return config
+        return config._for_run(self._run_id, self._parent_session_id)
 
     @property
     def transcript(self) -> tuple[Message, ...]:
@@ -403,7 +453,7 @@ class AgentLoop:
             return (self._build_call_model(self._model_calls - 1),)
         if self._state is RunState.AWAITING_TOOLS:
             turn = self._model_calls - 1
-            run_id = self._config.run_id
+            run_id = self._run_id
             return tuple(
                 CallTool(
                     call.id,
@@ -419,7 +469,7 @@ class AgentLoop:
     def snapshot(self) -> LoopSnapshot:
         """The loop's complete state as plain data (see :class:`LoopSnapshot`)."""
         return LoopSnapshot(
-            run_id=self._config.run_id,
+            run_id=self._run_id,
             state=self._state,
             transcript=tuple(self._transcript),
             model_calls=self._model_calls,
@@ -456,6 +506,9 @@ class AgentLoop:
             )
         loop = cls.__new__(cls)
         loop._config = config
+        loop._run_id = config.run_id
+        loop._session_id = config.session_id
+        loop._parent_session_id = config.parent_session_id
         loop._transcript = list(snapshot.transcript)
         loop._state = snapshot.state
         loop._model_calls = snapshot.model_calls
@@ -511,22 +564,22 @@ class AgentLoop:
         # The final request keeps the tool list (with ``tool_choice="none"``): chat templates
         # render tools near the start of the prompt, so dropping them would change the shared
         # prefix and miss the prefix cache, and some APIs reject a history with tool calls
-        # but no tool definitions. Structured output is requested whenever tools are off.
-        offers_tools = bool(config.tools) and not final
+        # but no tool definitions. The output spec travels on every request; the codec
+        # decides whether a request with tools carries it on the wire.
         return CallModel(
-            request_id(config.run_id, turn),
+            request_id(self._run_id, turn),
             tuple(self._transcript),
             config.tools,
             config._final_params if final else config.params,
             AgentHints(
-                config.session_id,
-                config.parent_session_id,
+                self._session_id,
+                self._parent_session_id,
                 turn,
                 config.base_priority + config.priority_step * turn,
                 config.expected_output_tokens,
                 final,
             ),
-            None if offers_tools else config.output_spec,
+            config.output_spec,
         )
 
     def _request(self) -> tuple[Effect, ...]:
@@ -636,7 +689,7 @@ class AgentLoop:
                 pending[call.id] = index
                 effects.append(
                     CallTool(
-                        call.id, call.name, arguments, idempotency_key(config.run_id, turn, index)
+                        call.id, call.name, arguments, idempotency_key(self._run_id, turn, index)
                     )
                 )
         if errors:

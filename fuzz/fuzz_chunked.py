@@ -99,12 +99,13 @@ def _lean(body: bytes, pieces: Sequence[int]) -> Outcome:
     out = bytearray()
     try:
         for piece in _split(body, pieces):
+            after = piece
             if not decoder.ended:
                 out += decoder.feed(piece)
                 if not decoder.ended:
                     continue
-                piece = decoder.rest
-            conn.receive_data(piece)
+                after = decoder.rest
+            conn.receive_data(after)
             trailer = _drain(conn, out)
             if trailer is not None:
                 return ("body", bytes(out), True, trailer)

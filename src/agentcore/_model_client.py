@@ -20,7 +20,7 @@ import trio
 
 from ._codecs.classify import connection_error, truncated_stream
 from ._codecs.codec import Codec, Delta, TextDelta
-from ._codecs.http import Timeouts
+from ._codecs.http import Headers, Timeouts, header
 from ._core.errors import AgentcoreError, TransportError
 from ._core.events import CallModel, ErrorKind, ModelError, ModelFailed, ModelResponded
 from ._transports.protocol import Transport
@@ -62,6 +62,11 @@ def _nonempty(delta: Delta) -> bool:
     if isinstance(delta, TextDelta):
         return bool(delta.text)
     return bool(delta.arguments or delta.name or delta.id)
+
+
+def _whole_json(headers: Headers) -> bool:
+    content_type = (header(headers, "content-type") or "").split(";", 1)[0].strip().lower()
+    return content_type == "application/json" or content_type.endswith("+json")
 
 
 def _transport_failure(exc: TransportError) -> ModelError:
@@ -120,6 +125,15 @@ class HttpModelClient:
             request = self.codec.encode(call, stream=True)
             async with self.transport.open_stream(request, self.timeouts) as response:
                 if not 200 <= response.status < 300:
+                    body = bytearray()
+                    while chunk := await response.receive():
+                        body += chunk
+                    event = self.codec.decode(
+                        call.request_id, response.status, response.headers, bytes(body)
+                    )
+                    return Exchange(event)
+                if _whole_json(response.headers):
+                    # The server ignored ``stream: true`` and sent one JSON reply: take it whole.
                     body = bytearray()
                     while chunk := await response.receive():
                         body += chunk

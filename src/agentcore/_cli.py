@@ -21,7 +21,9 @@ from typing import IO, Any
 import orjson
 import trio
 
+from ._backends import backend as make_backend
 from ._batch import _as_json_value, new_batch_id, open_batch
+from ._cli_output import ResultsFile, check_output_path, interrupted, split_resumed
 from ._core.errors import ConfigError
 from ._demo import demo_inputs, demo_task
 from ._open import open_driver
@@ -29,7 +31,7 @@ from ._results import Result
 from ._serde import dumps
 from ._sim import SimConfig, run_sim_server
 from ._stats import DriverStatistics
-from ._task import Task
+from ._task import RenderError, Task, render_prompt
 from ._taskfile import TaskFileError, load_task
 
 __all__ = ["main"]
@@ -48,8 +50,10 @@ class InputFileError(ConfigError):
     """An inputs file is unreadable or holds a line that is not JSON."""
 
 
-def read_inputs(path: Path) -> list[Any]:
+def read_inputs(path: Path, task: Task | None = None) -> list[Any]:
     """One input per non-blank line of a JSONL file (objects fill placeholders by name).
+
+    With ``task`` given, every input must also fill the task's prompt template.
 
     Raises:
         InputFileError: naming every bad line (up to ten).
@@ -64,9 +68,17 @@ def read_inputs(path: Path) -> list[Any]:
         if not line.strip():
             continue
         try:
-            inputs.append(orjson.loads(line))
+            value = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
             problems.append(f"{path}:{number}: not valid JSON: {exc}")
+            continue
+        if task is not None:
+            try:
+                render_prompt(task, value)
+            except RenderError as exc:
+                problems.append(f"{path}:{number}: {exc}")
+                continue
+        inputs.append(value)
     if problems:
         shown = problems[:10]
         if len(problems) > 10:
@@ -202,7 +214,7 @@ async def _execute(
     backend: str,
     model: str,
     max_inflight: int,
-    out: IO[bytes] | None,
+    out: ResultsFile | None,
     transcripts: bool,
     progress_enabled: bool,
     driver_options: dict[str, Any],
@@ -231,7 +243,6 @@ async def _execute(
                             result, indices[result.index], transcript=transcripts
                         )
                         out.write(orjson.dumps(record) + b"\n")
-                        out.flush()
             nursery.cancel_scope.cancel()
         stats = driver.statistics()
     progress.show(stats)
@@ -251,20 +262,39 @@ def _driver_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
+def _check_run_args(args: argparse.Namespace, options: dict[str, Any]) -> None:
+    """Everything a run needs that can be checked without running it (nothing is touched)."""
+    max_inflight = args.max_inflight
+    if max_inflight < 1:
+        raise ConfigError(f"--max-inflight must be a positive integer, got {max_inflight}")
+    make_backend(args.backend, model=args.model or "check", **options)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
-    task = load_task(args.task)
-    inputs = read_inputs(Path(args.inputs))
     out_path = Path(args.output)
+    check_output_path(out_path)
+    task = load_task(args.task)
+    inputs = read_inputs(Path(args.inputs), task)
+    options = _driver_options(args)
+    _check_run_args(args, options)
     if out_path.exists() and out_path.stat().st_size and not (args.resume or args.force):
         raise ConfigError(
             f"{out_path} exists: pass --resume to continue it or --force to overwrite it"
         )
-    done = finished_indices(out_path) if args.resume else set()
-    todo = [i for i in range(len(inputs)) if i not in done]
+    done: set[int] = set()
     if args.resume:
+        done, strays = split_resumed(finished_indices(out_path), len(inputs))
         print(f"resuming: {len(done)} of {len(inputs)} inputs already done", file=sys.stderr)
-    mode = "ab" if args.resume else "wb"
-    with out_path.open(mode) as out:
+        if strays:
+            shown = ", ".join(map(str, strays[:10])) + (" ..." if len(strays) > 10 else "")
+            print(
+                f"agentcore: warning: {out_path} holds {len(strays)} result(s) for indices "
+                f"that are not in {args.inputs} ({shown}); they are kept but not counted",
+                file=sys.stderr,
+            )
+    todo = [i for i in range(len(inputs)) if i not in done]
+    out = ResultsFile(out_path, "ab" if args.resume else "wb")
+    try:
         results, stats = trio.run(
             lambda: _execute(
                 task,
@@ -276,9 +306,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 out=out,
                 transcripts=args.transcripts,
                 progress_enabled=sys.stderr.isatty() and not args.quiet,
-                driver_options=_driver_options(args),
+                driver_options=options,
             )
         )
+    finally:
+        out.close()
     if not args.quiet:
         print(summary_table(stats, results), file=sys.stderr)
     return EXIT_OK if all(r.status == "ok" for r in results) else EXIT_FAILED
@@ -332,6 +364,8 @@ _SIM_KNOBS = (
 
 def _cmd_sim(args: argparse.Namespace) -> int:
     knobs = {n: getattr(args, n) for n, _, _ in _SIM_KNOBS if getattr(args, n) is not None}
+    if args.ignore_stream:
+        knobs["ignore_stream"] = True
     run_sim_server(args.host, args.port, SimConfig(**knobs))
     return EXIT_OK
 
@@ -382,6 +416,11 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument("--port", type=int, default=8000, help="port (8000)")
     for name, kind, text in _SIM_KNOBS:
         sim.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None, help=text)
+    sim.add_argument(
+        "--ignore-stream",
+        action="store_true",
+        help="answer streamed requests with one JSON reply (as some proxies do)",
+    )
     sim.set_defaults(handler=_cmd_sim)
     return parser
 
@@ -394,8 +433,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (TaskFileError, InputFileError, ConfigError) as exc:
         print(f"agentcore: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("\nagentcore: interrupted", file=sys.stderr)
+    except BaseException as exc:
+        # Ctrl-C reaches us wrapped in the exception groups of the batch's nurseries.
+        if not interrupted(exc):
+            raise
+        print("\nagentcore: interrupted; finished results are in the output", file=sys.stderr)
         return EXIT_INTERRUPTED
     return code
 

@@ -20,9 +20,10 @@ import trio
 
 from ._codecs.classify import transport_failure, unusable_request
 from ._codecs.codec import Codec, Delta, TextDelta
-from ._codecs.http import Timeouts
+from ._codecs.http import Headers, HttpRequest, Timeouts, header
+from ._codecs.redact import redact, secret_values
 from ._core.errors import AgentcoreError, TransportError
-from ._core.events import CallModel, ModelFailed, ModelResponded
+from ._core.events import CallModel, ModelError, ModelFailed, ModelResponded
 from ._transports.protocol import Transport
 
 __all__ = ["Exchange", "HttpModelClient", "ModelClient"]
@@ -64,6 +65,23 @@ def _nonempty(delta: Delta) -> bool:
     return bool(delta.arguments or delta.name or delta.id)
 
 
+def _whole_json(headers: Headers) -> bool:
+    content_type = (header(headers, "content-type") or "").split(";", 1)[0].strip().lower()
+    return content_type == "application/json" or content_type.endswith("+json")
+
+
+def _failed(
+    call: CallModel, error: ModelError, request: HttpRequest | None, ttft: float | None = None
+) -> Exchange:
+    """A failed exchange whose error text holds no secret: neither the request's own
+    credentials (a 401 body echoing the key) nor a credential quoted by a lower layer."""
+    secrets = secret_values(request.headers) if request is not None else ()
+    message = redact(error.message, secrets)
+    if message != error.message:
+        error = attrs.evolve(error, message=message)
+    return Exchange(ModelFailed(call.request_id, error), ttft)
+
+
 class HttpModelClient:
     """A :class:`ModelClient` over HTTP: ``codec`` builds and reads messages, ``transport``
     moves them.
@@ -92,41 +110,50 @@ class HttpModelClient:
         """One attempt at ``call`` (see :meth:`ModelClient.exchange`)."""
         if self.stream:
             return await self._streamed(call)
+        request: HttpRequest | None = None
         try:
             request = self.codec.encode(call, stream=False)
             response = await self.transport.send(request, self.timeouts)
         except TransportError as exc:
-            return Exchange(ModelFailed(call.request_id, transport_failure(exc)))
+            return _failed(call, transport_failure(exc), request)
         except AgentcoreError as exc:
-            return Exchange(ModelFailed(call.request_id, unusable_request(str(exc))))
+            return _failed(call, unusable_request(str(exc)), request)
         event = self.codec.decode(call.request_id, response.status, response.headers, response.body)
+        if isinstance(event, ModelFailed):
+            return _failed(call, event.error, request)
         return Exchange(event)
 
     async def _streamed(self, call: CallModel) -> Exchange:
         started = trio.current_time()
         ttft: float | None = None
+        request: HttpRequest | None = None
         try:
             request = self.codec.encode(call, stream=True)
             async with self.transport.open_stream(request, self.timeouts) as response:
-                if not 200 <= response.status < 300:
+                event: ModelResponded | ModelFailed
+                if not 200 <= response.status < 300 or _whole_json(response.headers):
+                    # An error, or a server that ignored ``stream: true`` and sent one JSON
+                    # reply: either way the body is one JSON document.
                     body = bytearray()
                     while chunk := await response.receive():
                         body += chunk
                     event = self.codec.decode(
                         call.request_id, response.status, response.headers, bytes(body)
                     )
-                    return Exchange(event)
-                decoder = self.codec.stream_decoder(call.request_id)
-                while chunk := await response.receive():
-                    deltas = decoder.feed(chunk)
-                    if ttft is None and any(_nonempty(d) for d in deltas):
-                        ttft = trio.current_time() - started
-                return Exchange(decoder.finish(), ttft)
+                else:
+                    decoder = self.codec.stream_decoder(call.request_id)
+                    while chunk := await response.receive():
+                        deltas = decoder.feed(chunk)
+                        if ttft is None and any(_nonempty(d) for d in deltas):
+                            ttft = trio.current_time() - started
+                    event = decoder.finish()
+                if isinstance(event, ModelFailed):
+                    return _failed(call, event.error, request, ttft)
+                return Exchange(event, ttft)
         except TransportError as exc:
-            error = transport_failure(exc, streamed=True)
-            return Exchange(ModelFailed(call.request_id, error), ttft)
+            return _failed(call, transport_failure(exc, streamed=True), request, ttft)
         except AgentcoreError as exc:
-            return Exchange(ModelFailed(call.request_id, unusable_request(str(exc))), ttft)
+            return _failed(call, unusable_request(str(exc)), request, ttft)
 
     async def aclose(self) -> None:
         """Close the transport."""

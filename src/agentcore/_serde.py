@@ -69,6 +69,8 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 from cattrs.preconf.orjson import OrjsonConverter, make_converter
 from cattrs.v import format_exception, transform_error
 
+from ._codecs.http import SECRET_HEADERS, HttpRequest
+from ._codecs.redact import REDACTED
 from ._core.errors import DecodeError
 from ._core.events import (
     Abort,
@@ -547,7 +549,25 @@ def _build_converter() -> OrjsonConverter:
     return conv
 
 
-_converter = _build_converter()
+def _redact_requests(conv: OrjsonConverter) -> OrjsonConverter:
+    """Make ``conv`` write the values of secret headers of an ``HttpRequest`` as
+    ``<redacted>`` (the request's repr does the same)."""
+    plain = conv.get_unstructure_hook(HttpRequest)
+
+    def unstructure(request: HttpRequest) -> Any:
+        data = plain(request)
+        data["headers"] = [
+            [name, REDACTED if name in SECRET_HEADERS else value] for name, value in request.headers
+        ]
+        return data
+
+    conv.register_unstructure_hook(HttpRequest, unstructure)
+    return conv
+
+
+_converter = _redact_requests(_build_converter())
+_revealing: OrjsonConverter | None = None
+"""Built on first use of ``dumps(..., keep_secrets=True)``."""
 
 
 # ----------------------------------------------------------------------------- errors
@@ -580,15 +600,19 @@ def _structure_hook(tp: Any) -> Callable[[Any, Any], Any]:
 # ----------------------------------------------------------------------------- public API
 
 
-def dumps(obj: Any) -> bytes:
+def dumps(obj: Any, *, keep_secrets: bool = False) -> bytes:
     """Encode an agentcore value (or any attrs value built from them) as compact JSON.
 
     Messages, events and effects carry their ``"type"`` tag, so the result decodes both as
     the value's own class and as its union. See the module documentation for the format.
 
+    The values of secret headers (``authorization``, ``x-api-key``...) of an ``HttpRequest``
+    are written as ``<redacted>``, as in its repr, unless ``keep_secrets=True``.
+
     Args:
         obj: the value to encode: a message, event, effect, snapshot, a tuple or list of
             them, or a plain JSON-like value.
+        keep_secrets: write secret header values in clear (to replay a captured request).
 
     Returns:
         UTF-8 JSON bytes.
@@ -598,8 +622,12 @@ def dumps(obj: Any) -> bytes:
             type, a non-finite float, an integer outside the 64-bit range, a string with lone
             surrogates, a non-string mapping key). The underlying error is the ``__cause__``.
     """
+    conv = _converter
+    if keep_secrets:
+        global _revealing  # noqa: PLW0603 - built once, on first use
+        conv = _revealing = _revealing or _build_converter()
     try:
-        return _converter.dumps(obj)
+        return conv.dumps(obj)
     except Exception as exc:  # orjson's errors, cattrs' hook errors, the checks above
         raise TypeError(f"cannot encode {type(obj).__name__} as JSON: {exc}") from exc
 

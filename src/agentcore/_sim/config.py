@@ -51,6 +51,11 @@ def _non_empty(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> N
         raise ConfigError(f"SimConfig.{attribute.name} must be a non-empty string")
 
 
+def _flag(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ConfigError(f"SimConfig.{attribute.name} must be True or False, got {value!r}")
+
+
 def _scheduling(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value not in ("fifo", "priority"):
         raise ConfigError(f"SimConfig.scheduling must be 'fifo' or 'priority', got {value!r}")
@@ -104,6 +109,9 @@ class SimConfig:
     chosen by a hash of the request content and the number of times it failed before."""
     speedup: float = attrs.field(default=1.0, validator=_positive)
     """Divides every simulated duration (and the ``retry-after-ms`` hint)."""
+    ignore_stream: bool = attrs.field(default=False, validator=_flag)
+    """Answer every request with one ``application/json`` reply, even when it asks for
+    ``stream: true`` (as some OpenAI-compatible servers and proxies do)."""
 
     def prefill_seconds(self, uncached_tokens: int) -> float:
         """Simulated seconds to prefill ``uncached_tokens`` prompt tokens."""

@@ -316,7 +316,7 @@ class _App:
         model = request.model or config.model
         response_id = f"chatcmpl-{digest.hex()[:12]}{number:x}"
         engine = self.engine
-        if not request.stream:
+        if not request.stream or config.ignore_stream:
             async with engine.slot(request.priority):
                 cached = await engine.prefill(tokens, names)
                 await engine.decode(reply.completion_tokens)

@@ -10,11 +10,15 @@ attempt that the retry policy allows to retry sleeps its back-off *without* a sl
 again; the first success or the final failure ends the request. The model client never raises
 for server or network failures (they come back classified), so the only exceptions here are
 cancellations, which release the slot on their way out.
+
+Statistics are bounded aggregates (counters and :class:`~agentcore._stats.Distribution`
+sketches) plus a ring of the latest requests, so a driver kept open for days does not grow.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable
 
 import trio
@@ -25,7 +29,7 @@ from ._core.retry import RetryPolicy
 from ._model_client import ModelClient
 from ._results import Run
 from ._slot_limiter import SlotLimiter
-from ._stats import RequestStats
+from ._stats import RECENT_REQUESTS, Distribution, RequestStats
 
 __all__ = ["ModelRequests"]
 
@@ -48,8 +52,21 @@ class ModelRequests:
         self._random = random
         self.attempts = 0
         """Exchanges made, retries included."""
-        self.requests: list[RequestStats] = []
-        """One entry per finished request."""
+        self.requests = 0
+        """Requests that ended."""
+        self.failed = 0
+        """Requests that failed for good."""
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.cached_tokens = 0
+        """Summed over the requests whose cached count is known."""
+        self.known_prompt_tokens = 0
+        """Prompt tokens of the requests whose cached count is known."""
+        self.latency = Distribution()
+        self.ttft = Distribution()
+        self.slot_wait = Distribution()
+        self.recent: deque[RequestStats] = deque(maxlen=RECENT_REQUESTS)
+        """The latest requests in detail."""
 
     async def send(self, call: CallModel, run: Run | None) -> ModelResponded | ModelFailed:
         """Make ``call`` through a slot, retrying as the policy allows; record its statistics."""
@@ -97,20 +114,45 @@ class ModelRequests:
             await trio.sleep(wait)
         if run is not None:
             run.ttft.append(exchange.ttft)
+        self._record(call, run, event, attempts, slot_wait, latency, now - first, exchange.ttft)
+        return event
+
+    def _record(  # noqa: PLR0917 - private, called once per request
+        self,
+        call: CallModel,
+        run: Run | None,
+        event: ModelResponded | ModelFailed,
+        attempts: int,
+        slot_wait: float,
+        latency: float,
+        elapsed: float,
+        ttft: float | None,
+    ) -> None:
         usage = event.usage if isinstance(event, ModelResponded) else Usage()
-        self.requests.append(
+        failed = isinstance(event, ModelFailed)
+        self.requests += 1
+        self.failed += failed
+        self.prompt_tokens += usage.prompt_tokens
+        self.completion_tokens += usage.completion_tokens
+        if usage.cached_tokens is not None:
+            self.cached_tokens += usage.cached_tokens
+            self.known_prompt_tokens += usage.prompt_tokens
+        self.latency.add(latency)
+        self.slot_wait.add(slot_wait)
+        if ttft is not None:
+            self.ttft.add(ttft)
+        self.recent.append(
             RequestStats(  # positional: this runs once per model request
                 call.request_id,
                 None if run is None else run.index,
                 attempts,
                 slot_wait,
                 latency,
-                now - first,
-                exchange.ttft,
+                elapsed,
+                ttft,
                 usage.prompt_tokens,
                 usage.completion_tokens,
                 usage.cached_tokens,
                 event.error.kind if isinstance(event, ModelFailed) else None,
             )
         )
-        return event

@@ -66,9 +66,7 @@ def main(argv: list[str] | None = None) -> None:
     for policy, m in medians.items():
         print(f"| {policy} | {m['first']:.2f} s | {m['half']:.2f} s | {m['wall']:.2f} s |")
     ratio = {k: medians["priority"][k] / medians["fifo"][k] for k in ("first", "half", "wall")}
-    print(
-        f"| priority / fifo | {ratio['first']:.2f} | {ratio['half']:.2f} | {ratio['wall']:.2f} |"
-    )
+    print(f"| priority / fifo | {ratio['first']:.2f} | {ratio['half']:.2f} | {ratio['wall']:.2f} |")
     sys.stdout.flush()
 
 

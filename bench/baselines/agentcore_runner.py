@@ -93,7 +93,7 @@ async def main(args: argparse.Namespace) -> None:
         results = await agentcore.run_batch(task, workload.inputs, driver=driver, warm=True)
         stats = driver.statistics()
     wall = time.perf_counter() - t0
-    warm = [r for r in stats.requests if r.index is None]
+    warm = [r for r in stats.recent_requests if r.index is None]
     emit(
         {
             "wall": wall,
@@ -101,7 +101,7 @@ async def main(args: argparse.Namespace) -> None:
             "ok": sum(r.status == "ok" for r in results),
             "failed": sum(r.status != "ok" for r in results),
             "errors": sorted({str(r.error.message)[:120] for r in results if r.error})[:5],
-            "requests": len(stats.requests),
+            "requests": stats.requests,
             "tool_calls": stats.tool_calls,
             "tool_executions": counter["executions"],
             "client_prompt_tokens": stats.prompt_tokens,

@@ -186,7 +186,7 @@ def summary_table(stats: DriverStatistics, results: Sequence[Result]) -> str:
             f"{stats.runs_cancelled} cancelled)",
         ),
         ("wall time", f"{stats.wall_time:.2f} s"),
-        ("model requests", f"{len(stats.requests)} ({stats.attempts} attempts)"),
+        ("model requests", f"{stats.requests} ({stats.attempts} attempts)"),
         ("turns per agent", f"{(sum(turns) / len(turns)) if turns else 0:.2f}"),
         ("TTFT p50 / p95", f"{_ms(stats.ttft.p50)} / {_ms(stats.ttft.p95)}"),
         ("latency p50 / p95", f"{_ms(stats.latency.p50)} / {_ms(stats.latency.p95)}"),

@@ -74,7 +74,7 @@ from ._model_client import ModelClient
 from ._requests import ModelRequests
 from ._results import Group, Result, ResultStream, Run, RunTimings, Status
 from ._slot_limiter import SlotLimiter
-from ._stats import DriverStatistics, RequestStats, Summary
+from ._stats import DriverStatistics
 from ._tool_executor import ToolExecutor
 
 __all__ = ["Driver"]
@@ -494,13 +494,16 @@ class Driver:
     # ------------------------------------------------------------------------ metrics
 
     def statistics(self) -> DriverStatistics:
-        """Everything measured since the driver opened, as a frozen value."""
+        """Everything measured since the driver opened, as a frozen value.
+
+        O(1) in the number of requests: percentiles come from bounded sketches (see
+        :class:`~agentcore._stats.Summary`), and only the latest requests are kept in detail.
+        """
         now = trio.current_time() if self._closed_at is None else self._closed_at
         wall = now - self._opened
-        requests = tuple(self._requests.requests)
-        known = [r for r in requests if r.cached_tokens is not None]
-        known_prompt = sum(r.prompt_tokens for r in known)
-        cached = sum(r.cached_tokens or 0 for r in known)
+        requests = self._requests.stats
+        known_prompt = requests.known_prompt_tokens
+        cached = requests.cached_tokens
         tools = self._executor.statistics()
         slots = self._limiter.statistics()
         capacity = slots.max_inflight * wall
@@ -510,14 +513,15 @@ class Driver:
             runs_ok=self._ends["ok"],
             runs_failed=self._ends["failed"],
             runs_cancelled=self._ends["cancelled"],
-            requests=requests,
-            attempts=self._requests.attempts,
-            failed_requests=sum(1 for r in requests if r.error is not None),
-            latency=Summary.of(r.latency for r in requests),
-            ttft=Summary.of(r.ttft for r in requests if r.ttft is not None),
-            slot_wait=Summary.of(r.slot_wait for r in requests),
-            prompt_tokens=sum(r.prompt_tokens for r in requests),
-            completion_tokens=sum(r.completion_tokens for r in requests),
+            requests=requests.requests,
+            recent_requests=tuple(requests.recent),
+            attempts=requests.attempts,
+            failed_requests=requests.failed,
+            latency=requests.latency.summary(),
+            ttft=requests.ttft.summary(),
+            slot_wait=requests.slot_wait.summary(),
+            prompt_tokens=requests.prompt_tokens,
+            completion_tokens=requests.completion_tokens,
             cached_tokens=cached,
             cached_ratio=cached / known_prompt if known_prompt else None,
             tool_calls=tools.requests,
@@ -526,7 +530,7 @@ class Driver:
             tools=tools,
             slots=slots,
             slot_utilisation=slots.busy_time / capacity if capacity > 0 else None,
-            served_by=_served_by(requests) if isinstance(self._requests, FallbackRequests) else {},
+            served_by=dict(requests.served_by),
         )
 
 
@@ -546,14 +550,6 @@ def _fallback_requests(
     for name, client, limiter in fallbacks:
         routes.append((name, ModelRequests(client, limiter, retry, rng.random, name)))
     return FallbackRequests(routes, policy)
-
-
-def _served_by(requests: Sequence[RequestStats]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for request in requests:
-        if request.error is None:
-            counts[request.backend] = counts.get(request.backend, 0) + 1
-    return counts
 
 
 def _over_budget(end: Abort, exceeded: BudgetExceeded) -> Abort:

@@ -62,15 +62,11 @@ class FallbackRequests:
         self._names = [name for name, _ in routes]
         self._routes = [requests for _, requests in routes]
         self._policy = policy
-        self.requests = self._routes[0].requests
-        """One entry per request per backend it visited (``RequestStats.backend``)."""
+        self.stats = self._routes[0].stats
+        """Shared by every backend: a request that fell over counts once per backend it
+        visited (``RequestStats.backend`` says which)."""
         for requests in self._routes[1:]:
-            requests.requests = self.requests
-
-    @property
-    def attempts(self) -> int:
-        """Exchanges made on every backend, retries included."""
-        return sum(requests.attempts for requests in self._routes)
+            requests.stats = self.stats
 
     @property
     def names(self) -> tuple[str, ...]:

@@ -10,6 +10,9 @@ attempt that the retry policy allows to retry sleeps its back-off *without* a sl
 again; the first success or the final failure ends the request. The model client never raises
 for server or network failures (they come back classified), so the only exceptions here are
 cancellations, which release the slot on their way out.
+
+Statistics are bounded aggregates (counters and :class:`~agentcore._stats.Distribution`
+sketches) plus a ring of the latest requests, so a driver kept open for days does not grow.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from ._core.retry import RetryPolicy
 from ._model_client import ModelClient
 from ._results import Run
 from ._slot_limiter import SlotLimiter
-from ._stats import RequestStats
+from ._stats import RequestStats, RequestTotals
 
 __all__ = ["ModelRequests"]
 
@@ -49,10 +52,8 @@ class ModelRequests:
         self._limiter = limiter
         self._retry = retry
         self._random = random
-        self.attempts = 0
-        """Exchanges made, retries included."""
-        self.requests: list[RequestStats] = []
-        """One entry per finished request."""
+        self.stats = RequestTotals()
+        """What was measured; model fallback makes every backend share one."""
 
     async def send(self, call: CallModel, run: Run | None) -> ModelResponded | ModelFailed:
         """Make ``call`` through a slot, retrying as the policy allows; record its statistics."""
@@ -65,7 +66,7 @@ class ModelRequests:
         while True:
             slot = await limiter.acquire(owner, priority)
             attempts += 1
-            self.attempts += 1
+            self.stats.attempts += 1
             if run is not None and attempts == 1:
                 run.turns += 1
             slot_wait += slot.wait
@@ -100,16 +101,30 @@ class ModelRequests:
             await trio.sleep(wait)
         if run is not None:
             run.ttft.append(exchange.ttft)
+        self._record(call, run, event, attempts, slot_wait, latency, now - first, exchange.ttft)
+        return event
+
+    def _record(  # noqa: PLR0917 - private, called once per request
+        self,
+        call: CallModel,
+        run: Run | None,
+        event: ModelResponded | ModelFailed,
+        attempts: int,
+        slot_wait: float,
+        latency: float,
+        elapsed: float,
+        ttft: float | None,
+    ) -> None:
         usage = event.usage if isinstance(event, ModelResponded) else Usage()
-        self.requests.append(
+        self.stats.add(
             RequestStats(  # positional: this runs once per model request
                 call.request_id,
                 None if run is None else run.index,
                 attempts,
                 slot_wait,
                 latency,
-                now - first,
-                exchange.ttft,
+                elapsed,
+                ttft,
                 usage.prompt_tokens,
                 usage.completion_tokens,
                 usage.cached_tokens,
@@ -117,4 +132,3 @@ class ModelRequests:
                 self.name,
             )
         )
-        return event

@@ -10,7 +10,8 @@ One executor serves every agent of a driver. ``call(effect)`` goes through these
    deserialised effect, and model-supplied input is untrusted wherever it comes from.
 2. *Cache* (tools declared ``cache=True`` only). A successful result stored for the same key
    and not yet expired (``ttl``, in trio time) answers the call without running anything.
-   Failures are never cached.
+   Failures are never cached. The cache holds at most ``cache_size`` results over all tools;
+   past it the least recently used one is dropped.
 3. *Coalescing* (tools declared ``coalesce=True`` or ``cache=True`` only: a tool with side
    effects must run once per call). The key is the tool name plus the
    canonical JSON of the validated arguments. The pure :class:`SingleflightTable` decides
@@ -73,6 +74,9 @@ DEFAULT_THREAD_LIMIT = 16
 # Sync tools are usually I/O-bound wrappers (HTTP clients, subprocesses, file reads); 16
 # threads overlap plenty of such waits while keeping memory and GIL contention modest. It is
 # the cap for *all* sync tools together; per-tool caps are max_concurrency.
+
+DEFAULT_CACHE_SIZE = 10_000
+"""Cached tool results kept at most, over all tools (the least recently used goes first)."""
 
 _Outcome = str | ToolError
 """Text for the model on success, a ``ToolError`` otherwise."""
@@ -272,7 +276,11 @@ class ToolExecutor:
     """
 
     def __init__(
-        self, tools: Mapping[str, Tool[..., Any]], nursery: trio.Nursery, thread_limit: int
+        self,
+        tools: Mapping[str, Tool[..., Any]],
+        nursery: trio.Nursery,
+        thread_limit: int,
+        cache_size: int = DEFAULT_CACHE_SIZE,
     ) -> None:
         by_name = dict(tools)
         self._tools = by_name
@@ -285,6 +293,7 @@ class ToolExecutor:
         self._flights: dict[Hashable, _Flight] = {}
         self._cache: dict[Hashable, _CacheEntry] = {}
         self._sweep_at = 64
+        self._cache_size = cache_size
         self._counters = {name: _Counters() for name in by_name}
         self._task_names = {name: f"agentcore tool {name}" for name in by_name}
         self._value_keyed = {name for name, t in by_name.items() if _keyed_by_value(t)}
@@ -446,18 +455,22 @@ class ToolExecutor:
         entry = self._cache.get(key)
         if entry is None:
             return None
+        del self._cache[key]
         if trio.current_time() >= entry.expires:
-            del self._cache[key]
             return None
+        self._cache[key] = entry  # most recently used last
         return entry.content
 
     def _store(self, key: Hashable, content: str, ttl: float | None) -> None:
         now = trio.current_time()
+        self._cache.pop(key, None)
         self._cache[key] = _CacheEntry(content, math.inf if ttl is None else now + ttl)
         if len(self._cache) >= self._sweep_at:
             # Amortised sweep of expired entries: the cache may at most double between sweeps.
             self._cache = {k: e for k, e in self._cache.items() if e.expires > now}
             self._sweep_at = max(64, 2 * len(self._cache))
+        if len(self._cache) > self._cache_size:
+            del self._cache[next(iter(self._cache))]  # the least recently used
 
     # ------------------------------------------------------------------------- execution
 
@@ -546,7 +559,10 @@ def _registry(tools: Iterable[Tool[..., Any]], thread_limit: int) -> dict[str, T
 
 @asynccontextmanager
 async def open_tool_executor(
-    tools: Iterable[Tool[..., Any]], *, thread_limit: int = DEFAULT_THREAD_LIMIT
+    tools: Iterable[Tool[..., Any]],
+    *,
+    thread_limit: int = DEFAULT_THREAD_LIMIT,
+    cache_size: int = DEFAULT_CACHE_SIZE,
 ) -> AsyncIterator[ToolExecutor]:
     """Open a tool executor for ``tools``.
 
@@ -564,18 +580,23 @@ async def open_tool_executor(
     Args:
         tools: tools made with :func:`agentcore.tool`; names must be unique.
         thread_limit: worker threads running sync tools at once, over all tools.
+        cache_size: results of ``cache=True`` tools kept at most, over all tools (the least
+            recently used goes first).
 
     Yields:
         The :class:`ToolExecutor`.
 
     Raises:
-        ConfigError: duplicate tool names, a non-tool, or a bad ``thread_limit``.
+        ConfigError: duplicate tool names, a non-tool, or a bad ``thread_limit`` or
+            ``cache_size``.
     """
     registry = _registry(tools, thread_limit)
+    if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
+        raise ConfigError(f"cache_size must be a positive integer, got {cache_size!r}")
     single: BaseException | None = None
     try:
         async with trio.open_nursery() as nursery:
-            executor = ToolExecutor(registry, nursery, thread_limit)
+            executor = ToolExecutor(registry, nursery, thread_limit, cache_size)
             try:
                 yield executor
             finally:

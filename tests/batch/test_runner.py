@@ -119,7 +119,7 @@ async def test_a_driver_for_a_model_client_is_not_warmed_by_default(
 
 def _warm_requests(driver: agentcore.Driver) -> list[str]:
     # Requests made outside any run (``Driver.call_model``): the warm-up.
-    return [r.request_id for r in driver.statistics().requests if r.index is None]
+    return [r.request_id for r in driver.statistics().recent_requests if r.index is None]
 
 
 async def test_a_driver_for_a_self_hosted_backend_warms_by_default() -> None:

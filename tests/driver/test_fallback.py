@@ -39,7 +39,7 @@ async def test_a_request_that_fails_for_good_goes_to_the_next_backend(autojump_c
     assert len(result.timings.ttft) == 1
     assert result.served_by == ("fallback-1",)
     assert result.timings.attempts == 3
-    assert [(r.backend, r.error) for r in stats.requests] == [
+    assert [(r.backend, r.error) for r in stats.recent_requests] == [
         ("primary", ErrorKind.OVERLOADED),
         ("fallback-1", None),
     ]

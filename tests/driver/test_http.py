@@ -100,7 +100,7 @@ async def test_streamed_reply_measures_time_to_first_token(transport: str) -> No
     assert result.output == "Hello!"
     [ttft] = result.timings.ttft
     assert ttft is not None
-    assert 0 < ttft <= stats.requests[0].latency
+    assert 0 < ttft <= stats.recent_requests[0].latency
     assert stats.ttft.count == 1
 
 

@@ -396,7 +396,8 @@ class LeanTransport:
             if HEADER_NAME.fullmatch(method) is None:
                 raise TransportError(_REFUSED, f"invalid HTTP method {method!r}")
             standin = h11.Request(method=method, target="/", headers=[("host", "standin")])
-            self._standins[method] = standin
+            if len(self._standins) < _MAX_KNOWN_NAMES:
+                self._standins[method] = standin
         return standin
 
     def _encode(self, request: HttpRequest) -> _Encoded:

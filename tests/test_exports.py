@@ -37,6 +37,10 @@ NAMESPACES = {
         # the batch layer
         "BatchStream", "MapReduceResult", "map_reduce", "open_batch", "run_batch",
         "warm_prefix", "Task", "load_task",
+        # one-shot generation and step events
+        "Generation", "GenerationError", "GenerationStream", "ModelDelta", "ModelReplied",
+        "RequestFailed", "RequestStarted", "RetryScheduled", "RunAborted", "RunFinished",
+        "StepEvent", "StepSink", "StepStream", "ToolEnded", "ToolStarted",
     },
     "agentcore.core": {
         "AgentLoop", "LoopConfig", "LoopSnapshot", "LoopStatistics", "RunState",
@@ -50,12 +54,14 @@ NAMESPACES = {
     "agentcore.wire": {
         "Backend", "backend", "Codec", "StreamDecoder", "TextDelta", "ToolCallDelta",
         "HttpRequest", "HttpResponse", "SSEDecoder", "SSEEvent", "Exchange", "ModelClient",
-        "ResponseStream", "Transport", "TransportError",
+        "ResponseStream", "Transport", "TransportError", "StreamingModelClient",
     },
     "agentcore.sim": {
         "SimConfig", "SimServer", "SimStatistics", "open_sim_server", "run_sim_server",
     },
-    "agentcore.testing": {"Reply", "ScriptedModel", "VirtualRun", "run_in_virtual_time"},
+    "agentcore.testing": {
+        "Reply", "ScriptedModel", "StreamCut", "VirtualRun", "run_in_virtual_time",
+    },
 }  # fmt: skip
 
 PUBLIC_MODULES = [n for n in NAMESPACES if n != "agentcore"] + ["agentcore.testing.strategies"]

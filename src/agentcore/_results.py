@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 import trio
@@ -10,6 +10,9 @@ import trio
 from ._core.events import AbortReason, CallModel
 from ._core.loop import AgentLoop
 from ._core.messages import Message, Usage
+
+if TYPE_CHECKING:
+    from ._steps import StepSink
 
 __all__ = ["Group", "Result", "ResultStream", "Run", "RunTimings", "Status"]
 
@@ -80,6 +83,8 @@ class Run:
     tools_running: int = 0
     tools_since: float = 0.0
     tool_time: float = 0.0
+    steps: StepSink | None = None
+    """Where the run's step events go (``None``: not observed, nothing is built)."""
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -102,6 +107,8 @@ class Group:
 
     runs: set[Run] = attrs.field(factory=set)
     cancelled: bool = False
+    steps: StepSink | None = None
+    """Where the step events of the group's runs go, if anywhere."""
 
     def cancel(self) -> None:
         self.cancelled = True

@@ -30,6 +30,7 @@ from ._driver import Driver
 from ._model_client import ModelClient
 from ._open import open_driver
 from ._results import Result, ResultStream, RunTimings
+from ._steps import StepSink
 from ._task import RenderError, Task, compile_job, prefix_call
 from ._tools import Tool
 
@@ -173,6 +174,7 @@ async def open_batch(
     batch_id: str | None = None,
     timeout: float | None = None,
     max_active: int | None = None,
+    steps: StepSink | None = None,
     **driver_options: Any,
 ) -> AsyncIterator[BatchStream]:
     """Run ``task`` over ``inputs``; results arrive in completion order.
@@ -198,6 +200,7 @@ async def open_batch(
         batch_id: the prefix of run and session ids (default: a fresh random id).
         timeout: seconds each agent may take.
         max_active: agents in progress at once (bounds memory for huge batches).
+        steps: receives every agent's step events (``Driver.stream``; docs/watching.md).
         **driver_options: passed to :func:`agentcore.open_driver`.
 
     Yields:
@@ -222,7 +225,7 @@ async def open_batch(
             await warm_prefix(opened, task, batch_id=batch_id)
         loops = _loops(task, inputs, batch_id, indices, early, None)
         results = await stack.enter_async_context(
-            opened.stream(loops, timeout=timeout, max_active=max_active)
+            opened.stream(loops, timeout=timeout, max_active=max_active, steps=steps)
         )
         yield BatchStream(results, indices, early)
 

@@ -87,16 +87,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pieces", type=int, default=16, help="text deltas per answer")
     parser.add_argument("--baseline", default="fc4b4f6", help="git ref of the baseline")
     parser.add_argument("--time-limit", type=float, default=120.0)
+    parser.add_argument("--modes", default=",".join(MODES), help="modes to run, comma-separated")
     args = parser.parse_args(argv)
+    chosen = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if not chosen or set(chosen) - set(MODES):
+        print(f"choose modes from {list(MODES)}", file=sys.stderr)
+        return 2
     print(f"machine: {machine()}")
-    runs: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
+    runs: dict[str, list[dict[str, Any]]] = {m: [] for m in chosen}
     server = Server(args.latency, args.pieces)
     try:
         with tempfile.TemporaryDirectory(prefix="bench-steps-") as tmp:
             baseline_src = export_tree(args.baseline, Path(tmp))
             workload = lookup_workload(args.n, tool_latency=args.tool_latency)
             workload_file = workload.dump(Path(tmp) / "workload.json")
-            names = list(MODES)
+            names = chosen
             for repeat in range(args.repeats):
                 shift = repeat % len(names)
                 for name in names[shift:] + names[:shift]:
@@ -125,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         server.stop()
 
     def med(name: str, key: str) -> float | None:
-        return median(r.get(key) for r in runs[name])
+        return median(r.get(key) for r in runs.get(name, []))
 
     base = med("baseline", "cpu")
     rows = [

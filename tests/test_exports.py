@@ -40,7 +40,7 @@ NAMESPACES = {
         # one-shot generation and step events
         "Generation", "GenerationError", "GenerationStream", "ModelDelta", "ModelReplied",
         "RequestFailed", "RequestStarted", "RetryScheduled", "RunAborted", "RunFinished",
-        "StepEvent", "StepSink", "StepStream", "ToolEnded", "ToolStarted",
+        "StepEvent", "StepSink", "StepStream", "ToolEnded", "ToolStarted", "Agent",
     },
     "agentcore.core": {
         "AgentLoop", "LoopConfig", "LoopSnapshot", "LoopStatistics", "RunState",

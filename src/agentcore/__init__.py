@@ -21,6 +21,8 @@ General layout of the private modules
   ``_driver``, ``_requests``, ``_results``, ``_open``: the trio driver, split by concept;
   ``_stats``, ``_serde``, ``_backends``: statistics, JSON, backend selection.
 - ``_task``, ``_taskfile``, ``_batch``, ``_cli``, ``_demo``: the batch layer and the CLI.
+- ``_generate``, ``_deltas``, ``_steps``, ``_agent``: one-shot generation, deltas, step
+  events, and the one-agent surface (docs/watching.md).
 - ``_sim/``: the simulated backend behind :mod:`agentcore.sim`.
 """
 
@@ -92,6 +94,7 @@ if TYPE_CHECKING:
     from ._steps import StepStream as StepStream
     from ._steps import ToolEnded as ToolEnded
     from ._steps import ToolStarted as ToolStarted
+    from ._agent import Agent as Agent
 
 __version__ = "0.1.0"
 
@@ -153,6 +156,7 @@ _EXPORTS: dict[str, str] = {
     "StepStream": "_steps",
     "ToolEnded": "_steps",
     "ToolStarted": "_steps",
+    "Agent": "_agent",
 }
 """Each public name and the private module that defines it."""
 
@@ -160,6 +164,7 @@ _SUBMODULES = frozenset({"core", "sim", "testing", "wire"})
 
 __all__ = [
     "AbortKind",
+    "Agent",
     "AbortReason",
     "AgentcoreError",
     "BatchStream",

@@ -101,6 +101,12 @@ class ModelDelta:
     attempt: int
     delta: TextDelta | ToolCallDelta
 
+    @property
+    def text(self) -> str:
+        """The text this delta adds (``""`` for a tool-call fragment)."""
+        delta = self.delta
+        return delta.text if isinstance(delta, TextDelta) else ""
+
 
 @attrs.frozen
 class ModelReplied:

@@ -54,6 +54,8 @@ class Agent:
         max_output_retries: repair turns for an answer that does not fit ``output``.
         params: sampling parameters of every request.
         name: a short name, used in run ids.
+        planning_interval: ask for a plan before the first tool turn and after every this
+            many tool turns (``None``: never).
     """
 
     instructions: str = ""
@@ -64,6 +66,7 @@ class Agent:
     max_output_retries: int = 2
     params: ModelParams = ModelParams()
     name: str = "agent"
+    planning_interval: int | None = None
     _task: Task = attrs.field(init=False, eq=False, hash=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
@@ -78,6 +81,7 @@ class Agent:
             max_output_retries=self.max_output_retries,
             params=self.params,
             name=self.name,
+            planning_interval=self.planning_interval,
         )
         object.__setattr__(self, "_task", task)
 

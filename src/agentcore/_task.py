@@ -93,6 +93,9 @@ class Task:
     """Expected reply length, passed to the server as a hint."""
     name: str = "task"
     """A short name, used in run ids."""
+    planning_interval: int | None = None
+    """Ask for a plan before the first tool turn and after every this many tool turns
+    (``LoopConfig.planning_interval``; ``None``: never)."""
     _base_config: LoopConfig = attrs.field(init=False, eq=False, hash=False, repr=False)
     """The loop config every job shares but for its ids (built and validated once)."""
 
@@ -114,6 +117,7 @@ class Task:
             max_output_retries=self.max_output_retries,
             params=self.params,
             expected_output_tokens=self.expected_output_tokens,
+            planning_interval=self.planning_interval,
         )
 
     @property

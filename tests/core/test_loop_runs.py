@@ -555,6 +555,7 @@ def test_statistics_count_the_run() -> None:
         "output_retries": 0,
         "outstanding_tools": 2,
         "usage": Usage(5, 1),
+        "plans": 0,
     }
 
 

@@ -112,3 +112,24 @@ async def test_hello_world_on_the_simulator() -> None:
     assert "tool_ended" in names
     assert "model_delta" in names
     assert names[-1] == "run_finished"
+
+
+async def test_an_agent_with_planning_plans_first_and_keeps_the_plan(autojump_clock: Any) -> None:
+    agent = Agent(tools=[add], output=Sum, planning_interval=1)
+
+    def policy(call: CallModel) -> str | AssistantMessage:
+        if call.params.tool_choice == "none":
+            return "Plan: add 2 and 3 with the tool."
+        return calculator(call)
+
+    model = ScriptedModel(policy, latency=1.0)
+    async with open_driver(model, tools=agent.tools) as driver:
+        result = await agent.run("2 + 3?", driver=driver)
+    assert result.output == Sum(5)
+    assert result.turns == 4  # plan, tool turn, plan, answer
+    plans = [
+        m for m in result.transcript if m == AssistantMessage("Plan: add 2 and 3 with the tool.")
+    ]
+    assert len(plans) == 2
+    assert [c.params.tool_choice for c in model.calls] == ["none", None, "none", None]
+    assert all(c.tools == model.calls[0].tools for c in model.calls)

@@ -180,7 +180,7 @@ GOLDEN: list[tuple[str, Any, bytes]] = [
         b'"model_calls":1,"tool_turns":0,"tool_errors":0,"output_retries":0,"final":false,'
         b'"usage":{"prompt_tokens":7,"completion_tokens":2,"cached_tokens":null},'
         b'"results":[{"type":"tool","call_id":"c0","name":"f","content":"ok","is_error":false},'
-        b"null]}",
+        b'null],"planning":false,"plans":0}',
     ),
 ]
 

@@ -38,3 +38,22 @@ def test_readme_one_agent_section_runs(capsys: pytest.CaptureFixture[str]) -> No
     assert lines[0].startswith("ok ")  # the hello world: status, then the answer
     assert "[add -> " in out  # the watched run called its tool
     assert "answer: " in out
+
+
+def test_watching_guide_runs_every_example(capsys: pytest.CaptureFixture[str]) -> None:
+    blocks = python_blocks((ROOT / "docs" / "watching.md").read_text(encoding="utf-8"))
+    assert len(blocks) == 7
+    namespace = run_blocks(blocks)
+    lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
+    assert lines["generate"] == "stop True"
+    assert lines["stream"] == "True True"  # several deltas, and they add up to the reply
+    assert lines["requests"] == "2"  # both calls went through the driver's request path
+    assert lines["agent"] == "ok 2"
+    assert lines["steps"] == "request_started ... run_finished"
+    assert lines["tools"] == "1 deltas: True"
+    assert lines["batch"] == "['ok', 'ok', 'ok'] True"
+    assert lines["many"] == "12 4 12"
+    # the waiting tool held no slot while six other agents ran and finished
+    assert lines["approval"] == "ok {'slots in use while waiting': 0}"
+    assert lines["planning"] == "ok 1"
+    assert namespace["pending"][0].is_set()

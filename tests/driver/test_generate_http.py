@@ -10,10 +10,18 @@ import attrs
 import pytest
 import trio
 
-from agentcore import ErrorKind, Generation, GenerationError, RetryPolicy, open_driver
+from agentcore import (
+    ErrorKind,
+    Generation,
+    GenerationError,
+    ModelDelta,
+    RequestStarted,
+    RetryPolicy,
+    open_driver,
+)
 from agentcore.wire import TextDelta, ToolCallDelta
 from tests.codecs.anthropic.helpers import fixture
-from tests.driver.helpers import task_census
+from tests.driver.helpers import make_loop, task_census
 from tests.driver.openai_server import Reply, error, open_openai_server, streamed_text
 
 FAST_RETRY = RetryPolicy(max_attempts=3, base_delay=0.01, max_delay=0.02)
@@ -155,6 +163,48 @@ async def test_stream_from_an_anthropic_server_gives_text_and_tool_deltas(transp
     for index, call in enumerate(tool_reply.tool_calls):
         joined = "".join(f.arguments for f in fragments if f.index == index)
         assert json.loads(joined) == json.loads(call.arguments)  # the codec re-encodes it
+
+
+async def test_a_watched_run_over_http_streams_deltas_and_retries_a_cut_attempt() -> None:
+    def respond(body: dict[str, Any], n: int) -> Reply:
+        reply = streamed_text(["The ", "answer ", "is 5"])
+        return attrs.evolve(reply, cut_after=3) if n == 0 else reply
+
+    async with (
+        open_openai_server(respond) as server,
+        open_driver(server.url, model="m", retry=FAST_RETRY) as driver,
+        driver.watch(make_loop(0), deltas=True) as steps,
+    ):
+        events = [e async for e in steps]
+    kinds = [e.name for e in events]
+    first_retry = kinds.index("retry_scheduled")
+    assert kinds[0] == "request_started"
+    assert "model_delta" in kinds[:first_retry]  # the cut attempt had streamed some text
+    again = events[first_retry + 1]
+    assert isinstance(again, RequestStarted)
+    assert again.attempt == 2
+    text = "".join(e.text for e in events[first_retry:] if isinstance(e, ModelDelta))
+    assert text == "The answer is 5"
+    assert kinds[-2:] == ["model_replied", "run_finished"]
+    assert steps.result is not None
+    assert steps.result.output == "The answer is 5"
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize("dialect", ["vllm", "sglang", "dynamo"])
+async def test_stream_through_each_openai_compatible_dialect(dialect: str) -> None:
+    pieces = ["one ", "two ", "three"]
+    async with (
+        open_openai_server(lambda body, n: streamed_text(pieces)) as server,
+        open_driver(server.url, model="m", dialect=dialect) as driver,
+        driver.generate_stream("count") as deltas,
+    ):
+        items = [d async for d in deltas]
+    assert [d.text for d in items if isinstance(d, TextDelta) and d.text] == pieces
+    reply = items[-1]
+    assert isinstance(reply, Generation)
+    assert reply.text == "one two three"
+    assert server.requests[0]["stream"] is True
 
 
 async def test_generate_and_stream_on_the_simulator() -> None:

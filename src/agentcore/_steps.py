@@ -50,6 +50,7 @@ from ._core.events import (
 from ._core.messages import AssistantMessage, Usage
 
 if TYPE_CHECKING:
+    from ._results import Result
     from ._tool_executor import ToolExecutor
 
 __all__ = [
@@ -299,7 +300,7 @@ class StepStream:
 
     def __init__(self, receive: trio.MemoryReceiveChannel[StepEvent]) -> None:
         self._receive = receive
-        self.result: Any = None
+        self.result: Result | None = None
         """The run's :class:`~agentcore.Result`, once it has ended."""
 
     def __aiter__(self) -> AsyncIterator[StepEvent]:

@@ -7,6 +7,8 @@ from typing import Any
 import attrs
 import pytest
 import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentcore import (
     ConfigError,
@@ -19,7 +21,7 @@ from agentcore import (
     tool,
 )
 from agentcore.core import AssistantMessage, SystemMessage, ToolCall, UserMessage
-from agentcore.testing import ScriptedModel, StreamCut
+from agentcore.testing import ScriptedModel, StreamCut, run_in_virtual_time
 from agentcore.wire import TextDelta, ToolCallDelta
 from tests.driver.helpers import task_census
 
@@ -262,3 +264,45 @@ async def test_stream_works_with_a_client_that_cannot_stream(autojump_clock: Any
         items = [d async for d in deltas]
     assert items[0] == TextDelta("whole reply")
     assert isinstance(items[1], Generation)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    text=st.text(min_size=1, max_size=40),
+    chunk=st.integers(1, 8),
+    cut=st.one_of(st.none(), st.integers(0, 40)),
+    buffer=st.integers(0, 4),
+)
+def test_a_stream_is_the_reply_in_pieces_or_a_typed_error_never_a_shorter_reply(
+    text: str, chunk: int, cut: int | None, buffer: int
+) -> None:
+    """Whatever the reply, the piece size and where the stream breaks: the deltas add up to
+    the reply, or the stream is retried (nothing was delivered yet), or it ends with
+    ``GenerationError``; the slot is free afterwards."""
+    first: Any = text if cut is None else StreamCut(text[:cut])
+    model = ScriptedModel([first, text], latency=1.0, chunk=chunk)
+
+    async def main() -> tuple[str, Generation | None, bool, int]:
+        async with open_driver(model, retry=RETRY) as driver:
+            seen: list[str] = []
+            failed = False
+            try:
+                async with driver.generate_stream("x", buffer=buffer) as deltas:
+                    async for delta in deltas:
+                        if isinstance(delta, TextDelta):
+                            seen.append(delta.text)
+            except GenerationError:
+                failed = True
+            assert driver.limiter.statistics().in_use == 0
+            return "".join(seen), deltas.reply, failed, len(model.calls)
+
+    joined, reply, failed, calls = run_in_virtual_time(main).value
+    if cut is not None and text[:cut]:
+        assert failed  # a delta had been delivered: no retry, a typed error
+        assert joined == text[:cut]
+        assert calls == 1
+    else:
+        assert not failed
+        assert reply is not None
+        assert joined == reply.text == text
+        assert calls == (1 if cut is None else 2)

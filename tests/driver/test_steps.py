@@ -314,3 +314,28 @@ async def test_a_batch_pushes_every_runs_steps_to_one_sink_in_run_order(
             "run_finished",
         ]
     assert recorder.settled > 0
+
+
+async def test_a_deadline_or_a_cancel_ends_the_watched_run_with_run_aborted(
+    autojump_clock: Any,
+) -> None:
+    model = ScriptedModel(["slow", "slow"], latency=10.0)
+    async with open_driver(model) as driver:
+        async with driver.watch(make_loop(0), deadline=trio.current_time() + 1.0) as steps:
+            timed_out = [e async for e in steps]
+        async with driver.watch(make_loop(1)) as steps:
+            cancelled: list[StepEvent] = []
+            async for event in steps:
+                cancelled.append(event)
+                if isinstance(event, RequestStarted):
+                    driver.cancel()
+        assert driver.limiter.statistics().in_use == 0
+    assert [e.name for e in timed_out] == ["request_started", "run_aborted"]
+    end = timed_out[-1]
+    assert isinstance(end, RunAborted)
+    assert end.status == "failed"
+    assert end.reason.error is not None
+    assert end.reason.error.kind is ErrorKind.DEADLINE
+    last = cancelled[-1]
+    assert isinstance(last, RunAborted)
+    assert last.status == "cancelled"

@@ -38,6 +38,10 @@ NAMESPACES = {
         # the batch layer
         "BatchStream", "MapReduceResult", "map_reduce", "open_batch", "run_batch",
         "warm_prefix", "Task", "load_task",
+        # one-shot generation and step events
+        "Generation", "GenerationError", "GenerationStream", "ModelDelta", "ModelReplied",
+        "RequestFailed", "RequestStarted", "RetryScheduled", "RunAborted", "RunFinished",
+        "StepEvent", "StepSink", "StepStream", "ToolEnded", "ToolStarted", "Agent",
     },
     "agentcore.core": {
         "AgentLoop", "LoopConfig", "LoopSnapshot", "LoopStatistics", "RunState",
@@ -52,11 +56,14 @@ NAMESPACES = {
         "Backend", "backend", "Codec", "StreamDecoder", "TextDelta", "ToolCallDelta",
         "HttpRequest", "HttpResponse", "SSEDecoder", "SSEEvent", "Exchange", "ModelClient",
         "ResponseStream", "Transport", "TransportError", "TransportErrorKind",
+        "StreamingModelClient",
     },
     "agentcore.sim": {
         "SimConfig", "SimServer", "SimStatistics", "open_sim_server", "run_sim_server",
     },
-    "agentcore.testing": {"Reply", "ScriptedModel", "VirtualRun", "run_in_virtual_time"},
+    "agentcore.testing": {
+        "Reply", "ScriptedModel", "StreamCut", "VirtualRun", "run_in_virtual_time",
+    },
 }  # fmt: skip
 
 PUBLIC_MODULES = [n for n in NAMESPACES if n != "agentcore"] + ["agentcore.testing.strategies"]

@@ -21,6 +21,8 @@ General layout of the private modules
   ``_driver``, ``_requests``, ``_results``, ``_open``: the trio driver, split by concept;
   ``_stats``, ``_serde``, ``_backends``: statistics, JSON, backend selection.
 - ``_task``, ``_taskfile``, ``_batch``, ``_cli``, ``_demo``: the batch layer and the CLI.
+- ``_generate``, ``_deltas``, ``_steps``, ``_agent``: one-shot generation, deltas, step
+  events, and the one-agent surface (docs/watching.md).
 - ``_sim/``: the simulated backend behind :mod:`agentcore.sim`.
 """
 
@@ -81,6 +83,24 @@ if TYPE_CHECKING:
     from ._task import Task as Task
     from ._taskfile import load_task as load_task
 
+    # one-shot generation and step events (docs/watching.md)
+    from ._generate import Generation as Generation
+    from ._generate import GenerationError as GenerationError
+    from ._generate import GenerationStream as GenerationStream
+    from ._steps import ModelDelta as ModelDelta
+    from ._steps import ModelReplied as ModelReplied
+    from ._steps import RequestFailed as RequestFailed
+    from ._steps import RequestStarted as RequestStarted
+    from ._steps import RetryScheduled as RetryScheduled
+    from ._steps import RunAborted as RunAborted
+    from ._steps import RunFinished as RunFinished
+    from ._steps import StepEvent as StepEvent
+    from ._steps import StepSink as StepSink
+    from ._steps import StepStream as StepStream
+    from ._steps import ToolEnded as ToolEnded
+    from ._steps import ToolStarted as ToolStarted
+    from ._agent import Agent as Agent
+
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
@@ -130,6 +150,23 @@ _EXPORTS: dict[str, str] = {
     "warm_prefix": "_batch",
     "Task": "_task",
     "load_task": "_taskfile",
+    # one-shot generation and step events (docs/watching.md)
+    "Generation": "_generate",
+    "GenerationError": "_generate",
+    "GenerationStream": "_generate",
+    "ModelDelta": "_steps",
+    "ModelReplied": "_steps",
+    "RequestFailed": "_steps",
+    "RequestStarted": "_steps",
+    "RetryScheduled": "_steps",
+    "RunAborted": "_steps",
+    "RunFinished": "_steps",
+    "StepEvent": "_steps",
+    "StepSink": "_steps",
+    "StepStream": "_steps",
+    "ToolEnded": "_steps",
+    "ToolStarted": "_steps",
+    "Agent": "_agent",
 }
 """Each public name and the private module that defines it."""
 
@@ -137,6 +174,7 @@ _SUBMODULES = frozenset({"core", "sim", "testing", "wire"})
 
 __all__ = [
     "AbortKind",
+    "Agent",
     "AbortReason",
     "AgentcoreError",
     "BatchStream",
@@ -149,24 +187,39 @@ __all__ = [
     "ErrorKind",
     "Fallback",
     "FallbackPolicy",
+    "Generation",
+    "GenerationError",
+    "GenerationStream",
     "InternalError",
     "MapReduceResult",
+    "ModelDelta",
     "ModelError",
     "ModelParams",
+    "ModelReplied",
     "RenderError",
+    "RequestFailed",
+    "RequestStarted",
     "RequestStats",
     "Result",
     "ResultStream",
     "RetryPolicy",
+    "RetryScheduled",
+    "RunAborted",
+    "RunFinished",
     "RunTimings",
     "SlotStatistics",
+    "StepEvent",
+    "StepSink",
+    "StepStream",
     "Summary",
     "Task",
     "TaskFileError",
     "Timeouts",
     "Tool",
+    "ToolEnded",
     "ToolError",
     "ToolExecutorStatistics",
+    "ToolStarted",
     "ToolStatistics",
     "Usage",
     "UsageLimits",

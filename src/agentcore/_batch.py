@@ -32,6 +32,7 @@ from ._driver import Driver
 from ._model_client import ModelClient
 from ._open import open_driver
 from ._results import Result, ResultStream, RunTimings
+from ._steps import StepSink
 from ._task import RenderError, Task, compile_job, prefix_call
 from ._tools import Tool
 
@@ -180,6 +181,7 @@ async def open_batch(
     max_active: int | None = None,
     budget: UsageLimits | None = None,
     on_budget: OnBudget = "finish",
+    steps: StepSink | None = None,
     **driver_options: Any,
 ) -> AsyncIterator[BatchStream[T]]:
     """Run ``task`` over ``inputs``; results arrive in completion order.
@@ -212,6 +214,8 @@ async def open_batch(
             ``AbortKind.BUDGET_EXHAUSTED``.
         on_budget: ``"finish"`` lets the agents already going end on their own;
             ``"cancel"`` ends them at once with the budget as their reason.
+
+        steps: receives every agent's step events (``Driver.stream``; docs/watching.md).
         **driver_options: passed to :func:`agentcore.open_driver`.
 
     Yields:
@@ -237,7 +241,12 @@ async def open_batch(
         loops = _loops(task, inputs, batch_id, indices, early, None)
         results = await stack.enter_async_context(
             opened.stream(
-                loops, timeout=timeout, max_active=max_active, budget=budget, on_budget=on_budget
+                loops,
+                timeout=timeout,
+                max_active=max_active,
+                budget=budget,
+                on_budget=on_budget,
+                steps=steps,
             )
         )
         yield BatchStream[T](results, indices, early)

@@ -44,7 +44,8 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import AsyncIterator, Iterable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
 
 import trio
 
@@ -67,17 +68,31 @@ from ._core.events import (
 )
 from ._core.fallback import FallbackPolicy
 from ._core.loop import AgentLoop, RunState
-from ._core.messages import Usage
+from ._core.messages import Message, ModelParams, ToolSpec, Usage
 from ._core.retry import RetryPolicy
 from ._fallback import FallbackRequests
+from ._generate import Generation, GenerationStream, build_call
+from ._generate import generate as _generate
+from ._generate import generate_stream as _generate_stream
 from ._model_client import ModelClient
 from ._requests import ModelRequests
 from ._results import Group, Result, ResultStream, Run, RunTimings, Status
 from ._slot_limiter import SlotLimiter
 from ._stats import DriverStatistics
+from ._steps import (
+    StepChannel,
+    StepSink,
+    StepStream,
+    observed_tool_call,
+    open_step_channel,
+    run_ended,
+)
 from ._tool_executor import ToolExecutor
+from ._tools import Tool
 
 __all__ = ["Driver"]
+
+_NO_PARAMS = ModelParams()
 
 
 def _first_effects(loop: AgentLoop) -> tuple[Effect, ...]:
@@ -195,6 +210,7 @@ class Driver:
         if group is not None:
             group.runs.add(run)
             run.guard = group.guard
+            run.steps = group.steps
             if group.cancelled:
                 run.cancel()
         return run
@@ -225,7 +241,13 @@ class Driver:
                         await run.guard.before_tool_call()
                     run.tool_started()
                     try:
-                        event = await self._executor.call(effect)
+                        if run.steps is None:
+                            event = await self._executor.call(effect)
+                        else:
+                            await run.steps.settle()
+                            event = await observed_tool_call(
+                                self._executor, run.steps, run.index, effect
+                            )
                     finally:
                         run.tool_ended()
                 else:
@@ -253,6 +275,8 @@ class Driver:
         async with trio.open_nursery() as nursery:
             outstanding = 0
             while True:
+                if run.steps is not None:
+                    await run.steps.settle()
                 for call in calls:
                     nursery.start_soon(self._perform_into, run, call, send)
                 outstanding += len(calls)
@@ -283,7 +307,9 @@ class Driver:
                 await run.guard.before_tool_call()
             run.tool_started()
             try:
-                return await self._executor.call(call)
+                if run.steps is None:
+                    return await self._executor.call(call)
+                return await observed_tool_call(self._executor, run.steps, run.index, call)
             finally:
                 run.tool_ended()
         run.pending_model = call
@@ -321,6 +347,8 @@ class Driver:
             cancelled = end.reason.kind is AbortKind.CANCELLED and run.cancelled
             status = "cancelled" if cancelled else "failed"
         self._ends[status] += 1
+        if run.steps is not None:
+            run.steps.push(run_ended(run.index, end, status, run.turns))
         timings = RunTimings(
             started=run.started,
             ended=trio.current_time(),
@@ -353,6 +381,7 @@ class Driver:
         max_active: int | None = None,
         budget: UsageLimits | None = None,
         on_budget: OnBudget = "finish",
+        steps: StepSink | None = None,
     ) -> AsyncIterator[ResultStream]:
         """Run many loops at once; results arrive in completion order.
 
@@ -377,13 +406,15 @@ class Driver:
             on_budget: what a spent batch budget does to the runs already going:
                 ``"finish"`` lets them end on their own, ``"cancel"`` ends them at once
                 (``failed``, with the budget as the reason).
+            steps: a :class:`StepSink` that receives the step events of every run (see
+                docs/watching.md); ``None``: no events are built.
 
         Yields:
             The :class:`ResultStream`.
         """
         if max_active is not None and max_active < 1:
             raise ConfigError(f"max_active must be at least 1, got {max_active}")
-        group = Group()
+        group = Group(steps=steps)
         if budget is not None:
             if not isinstance(budget, UsageLimits):
                 raise ConfigError(f"budget must be a UsageLimits, got {budget!r}")
@@ -456,6 +487,8 @@ class Driver:
             finally:
                 self._close_run(run, group)
             result = self._result(run, end)
+            if run.steps is not None:
+                await run.steps.settle()
         finally:
             if active is not None:
                 active.release_on_behalf_of(index)
@@ -490,6 +523,159 @@ class Driver:
         with trio.CancelScope(deadline=math.inf if deadline is None else deadline):
             return await self._requests.send(call, None)
         return ModelFailed(call.request_id, deadline_error())
+
+    async def generate(
+        self,
+        messages: str | Iterable[Message],
+        *,
+        tools: Iterable[Tool[..., Any] | ToolSpec] = (),
+        output: Any = None,
+        params: ModelParams = _NO_PARAMS,
+        priority: int = 0,
+        deadline: float | None = None,
+        request_id: str | None = None,
+    ) -> Generation:
+        """Ask the model once, through a slot, with retries and statistics, outside any run.
+
+        ::
+
+            reply = await driver.generate("Name three primes.")
+            print(reply.text)
+
+        Args:
+            messages: the conversation (a string is one user message).
+            tools: tools the model may ask for (the calls come back in the reply; they are
+                not run).
+            output: a type the reply must structure into (:attr:`Generation.output`).
+            params: sampling parameters.
+            priority: the request's priority (for ``slot_policy="priority"`` and servers).
+            deadline: trio time after which the request fails with ``ErrorKind.DEADLINE``.
+            request_id: the request's id (default: a fresh ``generate-N``).
+
+        Returns:
+            The :class:`Generation`.
+
+        Raises:
+            GenerationError: the request failed for good, or the reply did not fit
+                ``output``.
+            ConfigError: invalid messages, tools or output type.
+        """
+        call = build_call(
+            messages,
+            tools=tools,
+            output=output,
+            params=params,
+            priority=priority,
+            request_id=request_id,
+        )
+        return await _generate(self._requests, call, output, deadline)
+
+    def generate_stream(
+        self,
+        messages: str | Iterable[Message],
+        *,
+        tools: Iterable[Tool[..., Any] | ToolSpec] = (),
+        output: Any = None,
+        params: ModelParams = _NO_PARAMS,
+        priority: int = 0,
+        deadline: float | None = None,
+        request_id: str | None = None,
+        buffer: int = 16,
+    ) -> AbstractAsyncContextManager[GenerationStream]:
+        """Like :meth:`generate`, with the reply's deltas as they arrive.
+
+        ::
+
+            async with driver.generate_stream("Tell me a story.") as deltas:
+                async for delta in deltas:
+                    if isinstance(delta, agentcore.wire.TextDelta):
+                        print(delta.text, end="")
+
+        The request is streamed whatever the backend's default. It is retried only until
+        its first delta reached the stream; a failure after that ends the iteration with
+        :class:`GenerationError`. Leaving the block (at the end, early, or cancelled) stops
+        the request and releases its slot.
+
+        Args:
+            buffer: deltas the stream holds before the request waits for the caller.
+            (the others as for :meth:`generate`)
+
+        Yields:
+            The :class:`GenerationStream`.
+        """
+        call = build_call(
+            messages,
+            tools=tools,
+            output=output,
+            params=params,
+            priority=priority,
+            request_id=request_id,
+        )
+        return _generate_stream(self._requests, call, output, deadline, buffer)
+
+    # ------------------------------------------------------------------------ watching
+
+    @asynccontextmanager
+    async def watch(
+        self,
+        loop: AgentLoop,
+        *,
+        deltas: bool = False,
+        buffer: int = 64,
+        index: int = 0,
+        deadline: float | None = None,
+    ) -> AsyncIterator[StepStream]:
+        """Run ``loop`` and receive its step events as they happen.
+
+        ::
+
+            async with driver.watch(loop) as steps:
+                async for step in steps:
+                    print(step)
+            result = steps.result
+
+        The events come in the run's order, through a channel of ``buffer`` events. A slow
+        consumer slows this run only: events produced while a slot is held never wait (they
+        queue), and the run waits for the consumer only where it holds no slot. Leaving the
+        block before the last event cancels the run.
+
+        Args:
+            loop: as for :meth:`run`.
+            deltas: also stream each model reply as :class:`ModelDelta` events.
+            buffer: events the channel holds.
+            index: reported as the run's index.
+            deadline: as for :meth:`run`.
+
+        Yields:
+            The :class:`StepStream`; its ``result`` is set once the run has ended.
+        """
+        channel, stream = open_step_channel(buffer, deltas=deltas)
+        async with _body_nursery() as nursery:
+            nursery.start_soon(self._watched, loop, index, deadline, channel, stream)
+            try:
+                yield stream
+            finally:
+                nursery.cancel_scope.cancel()
+
+    async def _watched(
+        self,
+        loop: AgentLoop,
+        index: int,
+        deadline: float | None,
+        channel: StepChannel,
+        stream: StepStream,
+    ) -> None:
+        run = self._open_run(loop, index, deadline, None)
+        run.steps = channel
+        end: Finish | Abort | None = None
+        try:
+            effects = _first_effects(loop)
+            with run.scope:
+                end = await self._drive(run, effects)
+        finally:
+            self._close_run(run, None)
+        stream.result = self._result(run, end)
+        await channel.aclose()
 
     # ------------------------------------------------------------------------ metrics
 

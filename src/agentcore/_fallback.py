@@ -25,7 +25,7 @@ import attrs
 from ._core.events import CallModel, ModelFailed, ModelResponded
 from ._core.fallback import FallbackPolicy
 from ._core.validators import optional_int_at_least, optional_nonempty_str
-from ._requests import ModelRequests
+from ._requests import ModelRequests, StreamSink
 from ._results import Run
 
 __all__ = ["Fallback", "FallbackRequests"]
@@ -73,13 +73,19 @@ class FallbackRequests:
         """The backends' names, primary first."""
         return tuple(self._names)
 
-    async def send(self, call: CallModel, run: Run | None) -> ModelResponded | ModelFailed:
-        """Make ``call`` on the first backend, going on down the list as the policy says."""
+    async def send(
+        self, call: CallModel, run: Run | None, sink: StreamSink | None = None
+    ) -> ModelResponded | ModelFailed:
+        """Make ``call`` on the first backend, going on down the list as the policy says.
+
+        A streamed request whose deltas already reached the caller (``sink.delivered``) is
+        not sent again anywhere: its failure is final.
+        """
         routes = self._routes
         index = 0
         while True:
-            event = await routes[index].send(call, run)
-            if isinstance(event, ModelFailed):
+            event = await routes[index].send(call, run, sink)
+            if isinstance(event, ModelFailed) and not (sink is not None and sink.delivered):
                 following = self._policy.next(index, len(routes), event.error)
                 if following is not None:
                     if run is not None:  # still the same request of the run

@@ -13,6 +13,7 @@ codec's stream decoder and the time to first token (the first non-empty delta) i
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 import attrs
@@ -26,7 +27,11 @@ from ._core.errors import AgentcoreError, TransportError
 from ._core.events import CallModel, ModelError, ModelFailed, ModelResponded
 from ._transports.protocol import Transport
 
-__all__ = ["Exchange", "HttpModelClient", "ModelClient"]
+__all__ = ["DeltaSink", "Exchange", "HttpModelClient", "ModelClient", "StreamingModelClient"]
+
+DeltaSink = Callable[[Sequence[Delta]], Awaitable[None]]
+"""Receives the deltas of a streamed reply as they are decoded (one call per body piece that
+carried any). It may wait: the exchange (and its slot) waits with it."""
 
 
 @attrs.frozen
@@ -53,6 +58,20 @@ class ModelClient(Protocol):
 
     async def aclose(self) -> None:
         """Release what the client holds (connections). It is unusable afterwards."""
+        ...
+
+
+@runtime_checkable
+class StreamingModelClient(ModelClient, Protocol):
+    """A model client that can hand out a reply's deltas while it arrives.
+
+    The driver uses :meth:`exchange_streaming` for ``Driver.generate_stream`` and for runs
+    whose step events include deltas; a client without it still works there: the deltas of
+    its whole reply are handed on at once when it ends.
+    """
+
+    async def exchange_streaming(self, call: CallModel, sink: DeltaSink) -> Exchange:
+        """One streamed attempt at ``call``, awaiting ``sink`` with each decoded delta batch."""
         ...
 
 
@@ -123,7 +142,12 @@ class HttpModelClient:
             return _failed(call, event.error, request)
         return Exchange(event)
 
-    async def _streamed(self, call: CallModel) -> Exchange:
+    async def exchange_streaming(self, call: CallModel, sink: DeltaSink) -> Exchange:
+        """One attempt at ``call``, streamed whatever ``stream`` says; ``sink`` gets the deltas
+        (see :class:`StreamingModelClient`)."""
+        return await self._streamed(call, sink)
+
+    async def _streamed(self, call: CallModel, sink: DeltaSink | None = None) -> Exchange:
         started = trio.current_time()
         ttft: float | None = None
         request: HttpRequest | None = None
@@ -140,12 +164,18 @@ class HttpModelClient:
                     event = self.codec.decode(
                         call.request_id, response.status, response.headers, bytes(body)
                     )
+                    whole = event.message.content if isinstance(event, ModelResponded) else None
+                    if sink is not None and whole:
+                        # Whole, not streamed: hand the reply's text over as one delta.
+                        await sink([TextDelta(whole)])
                 else:
                     decoder = self.codec.stream_decoder(call.request_id)
                     while chunk := await response.receive():
                         deltas = decoder.feed(chunk)
                         if ttft is None and any(_nonempty(d) for d in deltas):
                             ttft = trio.current_time() - started
+                        if sink is not None and deltas:
+                            await sink(deltas)
                     event = decoder.finish()
                 if isinstance(event, ModelFailed):
                     return _failed(call, event.error, request, ttft)

@@ -18,21 +18,36 @@ sketches) plus a ring of the latest requests, so a driver kept open for days doe
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import trio
 
+from ._codecs.codec import Delta
 from ._core.events import CallModel, ErrorKind, ModelFailed, ModelResponded
 from ._core.messages import Usage
 from ._core.retry import RetryPolicy
+from ._deltas import stream_exchange
 from ._model_client import ModelClient
 from ._results import Run
 from ._slot_limiter import SlotLimiter
 from ._stats import RequestStats, RequestTotals
+from ._steps import ModelReplied, RequestFailed, RequestStarted, RetryScheduled, step_deltas
 
 __all__ = ["ModelRequests"]
 
 _OVERLOAD_KINDS = frozenset({ErrorKind.RATE_LIMITED, ErrorKind.OVERLOADED})
+
+
+class StreamSink(Protocol):
+    """Where the deltas of a streamed request go (``Driver.generate_stream``)."""
+
+    @property
+    def delivered(self) -> bool:
+        """Whether a delta reached the caller: the request is not retried after that."""
+        ...
+
+    async def __call__(self, deltas: Sequence[Delta]) -> None: ...
 
 
 class ModelRequests:
@@ -55,8 +70,15 @@ class ModelRequests:
         self.stats = RequestTotals()
         """What was measured; model fallback makes every backend share one."""
 
-    async def send(self, call: CallModel, run: Run | None) -> ModelResponded | ModelFailed:
-        """Make ``call`` through a slot, retrying as the policy allows; record its statistics."""
+    async def send(
+        self, call: CallModel, run: Run | None, sink: StreamSink | None = None
+    ) -> ModelResponded | ModelFailed:
+        """Make ``call`` through a slot, retrying as the policy allows; record its statistics.
+
+        With ``sink``, each attempt is streamed into it, and a failure after a delta was
+        delivered is final. A run with step events (``run.steps``) reports each step there.
+        """
+        steps = None if run is None else run.steps
         limiter = self._limiter
         first = trio.current_time()
         owner = call.request_id if run is None else run.index
@@ -64,6 +86,8 @@ class ModelRequests:
         attempts = 0
         slot_wait = 0.0
         while True:
+            if steps is not None:
+                await steps.settle()
             slot = await limiter.acquire(owner, priority)
             attempts += 1
             self.stats.attempts += 1
@@ -71,7 +95,24 @@ class ModelRequests:
                 run.turns += 1
             slot_wait += slot.wait
             try:
-                exchange = await self._client.exchange(call)
+                if steps is not None:
+                    assert run is not None
+                    steps.push(
+                        RequestStarted(
+                            run.index,
+                            call.request_id,
+                            call.hints.turn,
+                            attempts,
+                            slot.wait,
+                            slot.granted_at,
+                        )
+                    )
+                    if steps.deltas:
+                        sink = step_deltas(steps, run.index, call, attempts)
+                if sink is None:
+                    exchange = await self._client.exchange(call)
+                else:
+                    exchange = await stream_exchange(self._client, call, sink)
             except BaseException:
                 limiter.release(slot)
                 raise
@@ -96,11 +137,35 @@ class ModelRequests:
                 random=self._random,
                 remaining=None if deadline == math.inf else deadline - now,
             )
-            if wait is None:
+            if wait is None or (sink is not None and sink.delivered):
                 break
+            if steps is not None:
+                assert run is not None
+                steps.push(
+                    RetryScheduled(run.index, call.request_id, attempts, event.error, wait, now)
+                )
             await trio.sleep(wait)
         if run is not None:
             run.ttft.append(exchange.ttft)
+        if steps is not None:
+            assert run is not None
+            steps.push(
+                ModelReplied(
+                    run.index,
+                    call.request_id,
+                    call.hints.turn,
+                    attempts,
+                    event.message,
+                    event.usage,
+                    event.finish_reason,
+                    exchange.ttft,
+                    now,
+                )
+                if isinstance(event, ModelResponded)
+                else RequestFailed(
+                    run.index, call.request_id, call.hints.turn, attempts, event.error, now
+                )
+            )
         self._record(call, run, event, attempts, slot_wait, latency, now - first, exchange.ttft)
         return event
 

@@ -17,6 +17,8 @@ __all__ = ["Group", "OutputT", "Result", "ResultStream", "Run", "RunTimings", "S
 if TYPE_CHECKING:
     from typing_extensions import TypeVar
 
+    from ._steps import StepSink
+
     OutputT = TypeVar("OutputT", default=Any)
     """The type of a run's output; unknown (``Any``) for a bare :class:`Result`."""
 else:  # type parameter defaults exist for type checkers only (PEP 696)
@@ -102,6 +104,9 @@ class Run:
     budget: BudgetExceeded | None = None
     """The batch budget that ran out, when that is why the run was cancelled."""
 
+    steps: StepSink | None = None
+    """Where the run's step events go (``None``: not observed, nothing is built)."""
+
     def cancel(self) -> None:
         self.cancelled = True
         self.scope.cancel()
@@ -125,6 +130,9 @@ class Group:
     cancelled: bool = False
     guard: Any = None
     """The ``BudgetGuard`` of a batch with a usage budget."""
+
+    steps: StepSink | None = None
+    """Where the step events of the group's runs go, if anywhere."""
 
     def cancel(self) -> None:
         self.cancelled = True

@@ -111,6 +111,10 @@ class Task(Generic[T]):
     limits: UsageLimits | None = None
     """Usage budgets of each agent (requests, tokens, tool calls); see
     :class:`~agentcore.UsageLimits`. A batch-wide budget is ``open_batch(budget=...)``."""
+
+    planning_interval: int | None = None
+    """Ask for a plan before the first tool turn and after every this many tool turns
+    (``LoopConfig.planning_interval``; ``None``: never)."""
     _base_config: LoopConfig = attrs.field(init=False, eq=False, hash=False, repr=False)
     """The loop config every job shares (built and validated once; each loop keeps its own
     ids)."""
@@ -137,6 +141,7 @@ class Task(Generic[T]):
             params=self.params,
             expected_output_tokens=self.expected_output_tokens,
             limits=self.limits,
+            planning_interval=self.planning_interval,
         )
 
     @property

@@ -50,6 +50,7 @@ _KEYS = {
     "max_tool_errors",
     "max_output_retries",
     "expected_output_tokens",
+    "planning_interval",
     "tools",
     "output",
     "output_fields",
@@ -165,6 +166,7 @@ def load_task(path: str | Path) -> Task[Any]:
             "max_tool_errors",
             "max_output_retries",
             "expected_output_tokens",
+            "planning_interval",
         )
         if k in data
     }

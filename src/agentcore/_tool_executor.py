@@ -313,7 +313,9 @@ class ToolExecutor:
         """The registered tools, by name."""
         return types.MappingProxyType(self._tools)
 
-    async def call(self, effect: CallTool) -> ToolReturned | ToolFailed:
+    async def call(
+        self, effect: CallTool, shared: list[str] | None = None
+    ) -> ToolReturned | ToolFailed:
         """Run one tool call and report its outcome for ``effect.call_id``.
 
         Never raises for anything the tool or the model did: unknown tools, invalid
@@ -321,6 +323,8 @@ class ToolExecutor:
 
         Args:
             effect: the call; ``arguments`` are validated again against the tool's schema.
+            shared: if given, ``"cached"`` or ``"coalesced"`` is appended to it when the
+                outcome was not the call's own execution.
 
         Returns:
             ``ToolReturned`` with the result text, or ``ToolFailed`` with a ``ToolError``
@@ -369,9 +373,11 @@ class ToolExecutor:
             content = self._cached(key)
             if content is not None:
                 counters.cache_hits += 1
+                if shared is not None:
+                    shared.append("cached")
                 await trio.lowlevel.checkpoint()
                 return ToolReturned(effect.call_id, content)
-        return _reply(effect.call_id, await self._wait_for_flight(tool, key, arguments))
+        return _reply(effect.call_id, await self._wait_for_flight(tool, key, arguments, shared))
 
     def statistics(self) -> ToolExecutorStatistics:
         """A frozen snapshot of the executor's counters."""
@@ -404,7 +410,7 @@ class ToolExecutor:
             return None  # not JSON at all: such a call runs on its own
 
     async def _wait_for_flight(
-        self, tool: Tool[..., Any], key: Hashable, arguments: Any
+        self, tool: Tool[..., Any], key: Hashable, arguments: Any, shared: list[str] | None = None
     ) -> _Outcome:
         # The waiting task itself is the waiter: it parks until ``_fly`` reschedules it with
         # the outcome, or leaves the flight when it is cancelled first.
@@ -416,6 +422,8 @@ class ToolExecutor:
         else:
             flight = self._flights[key]
             self._counters[tool.name].coalesced += 1
+            if shared is not None:
+                shared.append("coalesced")
 
         def abort(_: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
             if self._table.leave(key, waiter):

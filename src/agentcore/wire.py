@@ -9,7 +9,8 @@ driver accepts any object that implements it), or to configure a :class:`Backend
 - :class:`Transport`, :class:`ResponseStream`: moving requests and streamed responses;
   :class:`TransportError` (with its :class:`TransportErrorKind`): the one exception a
   transport raises.
-- :class:`ModelClient`, :class:`Exchange`: one model exchange, as the driver sees it.
+- :class:`ModelClient`, :class:`Exchange`: one model exchange, as the driver sees it;
+  :class:`StreamingModelClient`: one that also hands out deltas as they arrive.
 - :class:`SSEDecoder`, :class:`SSEEvent`: the server-sent-events decoder the codecs use.
 - :func:`backend`, :class:`Backend`: a backend URL to a configured codec and transport.
 """
@@ -30,6 +31,7 @@ from ._core.errors import TransportError as TransportError
 from ._core.errors import TransportErrorKind as TransportErrorKind
 from ._model_client import Exchange as Exchange
 from ._model_client import ModelClient as ModelClient
+from ._model_client import StreamingModelClient as StreamingModelClient
 from ._public import publish as _publish
 from ._transports.protocol import ResponseStream as ResponseStream
 from ._transports.protocol import Transport as Transport
@@ -45,6 +47,7 @@ __all__ = [
     "SSEDecoder",
     "SSEEvent",
     "StreamDecoder",
+    "StreamingModelClient",
     "TextDelta",
     "ToolCallDelta",
     "Transport",

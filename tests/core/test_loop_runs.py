@@ -578,6 +578,7 @@ def test_statistics_count_the_run() -> None:
         "outstanding_tools": 2,
         "usage": Usage(5, 1),
         "tool_calls": 2,
+        "plans": 0,
     }
 
 

@@ -181,7 +181,7 @@ GOLDEN: list[tuple[str, Any, bytes]] = [
         b'"model_calls":1,"tool_turns":0,"tool_errors":0,"output_retries":0,"final":false,'
         b'"usage":{"prompt_tokens":7,"completion_tokens":2,"cached_tokens":null},'
         b'"results":[{"type":"tool","call_id":"c0","name":"f","content":"ok","is_error":false},'
-        b'null],"tool_calls":0}',
+        b'null],"tool_calls":0,"planning":false,"plans":0}',
     ),
 ]
 

@@ -37,6 +37,8 @@ from .validators import (
 
 __all__ = [
     "DEFAULT_FINAL_INSTRUCTION",
+    "DEFAULT_PLANNING_FOLLOWUP",
+    "DEFAULT_PLANNING_INSTRUCTION",
     "LoopConfig",
     "fallback_call_id",
     "idempotency_key",
@@ -63,6 +65,13 @@ DEFAULT_FINAL_INSTRUCTION: Final = (
     "You have used all your tool turns. Do not call any tools. "
     "Give your final answer now, based on what you already know."
 )
+
+DEFAULT_PLANNING_INSTRUCTION: Final = (
+    "Before you act, write a short plan: what you know so far, what is still missing, and "
+    "the next steps (which tools to call, and why). Do not call any tools in this reply."
+)
+
+DEFAULT_PLANNING_FOLLOWUP: Final = "Now carry out your plan."
 
 _OUTPUT_INSTRUCTION = (
     "When you give your final answer (a reply without tool calls), reply with a single JSON "
@@ -173,6 +182,16 @@ class LoopConfig:
     """Usage budgets of the run, checked before each model request and each tool turn
     (``None``: none beyond ``max_turns``)."""
 
+    planning_interval: int | None = attrs.field(default=None, validator=optional_int_at_least(1))
+    """Ask for a plan before the first tool turn and after every this many tool turns
+    (``None``: never). A planning request offers the tools with ``tool_choice="none"``."""
+    planning_instruction: str = attrs.field(
+        default=DEFAULT_PLANNING_INSTRUCTION, validator=nonempty_str
+    )
+    """The user message of a planning request."""
+    planning_followup: str = attrs.field(default=DEFAULT_PLANNING_FOLLOWUP, validator=nonempty_str)
+    """The user message after a plan, asking the model to act on it."""
+
     output_spec: OutputSpec | None = attrs.field(init=False, eq=False, repr=False)
     """Derived from ``output``: its name and JSON schema (``None`` for text output)."""
     output_instruction: str | None = attrs.field(init=False, eq=False, repr=False)
@@ -253,6 +272,10 @@ class LoopConfig:
         put(config, "expected_output_tokens", self.expected_output_tokens)
         put(config, "final_instruction", self.final_instruction)
         put(config, "limits", self.limits)
+
+        put(config, "planning_interval", self.planning_interval)
+        put(config, "planning_instruction", self.planning_instruction)
+        put(config, "planning_followup", self.planning_followup)
         put(config, "output_spec", self.output_spec)
         put(config, "output_instruction", self.output_instruction)
         put(config, "_tools_by_name", self._tools_by_name)
@@ -263,6 +286,6 @@ class LoopConfig:
 
 _RUN_ID = attrs.fields(LoopConfig).run_id
 _PARENT_SESSION_ID = attrs.fields(LoopConfig).parent_session_id
-_FOR_RUN_FIELDS = 19  # the fields ``LoopConfig._for_run`` sets
+_FOR_RUN_FIELDS = 22  # the fields ``LoopConfig._for_run`` sets
 if len(attrs.fields(LoopConfig)) != _FOR_RUN_FIELDS:  # pragma: no cover - a maintenance guard
     raise InternalError("LoopConfig._for_run must set every field of LoopConfig")

@@ -28,6 +28,16 @@ with ``final_instruction``, ``hints.final`` set. A final reply that still asks f
 the run with ``Abort(MAX_TURNS)``. Repair turns do not count as tool turns, so every run makes
 at most ``max_turns + 1 + max_output_retries`` model requests.
 
+Planning (``config.planning_interval`` = N): before the first request, and after every N-th
+tool turn (unless the next request is the final one), the loop first asks for a *plan*: it
+appends ``planning_instruction`` as a user message and sends a request that keeps the tool
+list but sets ``tool_choice="none"`` (as the final request does, so the tools stay in the
+shared prefix). The reply's text enters the transcript as an assistant message (tool calls in
+it are dropped: they were not offered), followed by ``planning_followup`` as a user message,
+and the next request is an ordinary one. Plans are model requests (they have request ids,
+count toward usage and ``model_calls``) but not tool turns; ``LoopStatistics.plans`` counts
+them, and a snapshot taken while a plan is outstanding restores to the same request.
+
 Budgets: every invalid tool call counts toward ``max_tool_errors``; the call that exceeds it
 ends the run with ``Abort(TOOL_ERRORS)`` (no ``CallTool`` of that reply is emitted). A tool
 that *ran* and failed (``ToolFailed``) is reported to the model as an error result but does
@@ -186,6 +196,10 @@ class LoopSnapshot:
     outstanding. Empty unless the state is ``AWAITING_TOOLS``."""
     tool_calls: int = 0
     """Tool calls started so far (what ``UsageLimits.tool_calls`` bounds)."""
+    planning: bool = False
+    """Whether the outstanding model request asks for a plan."""
+    plans: int = 0
+    """Planning requests emitted so far."""
 
 
 @attrs.frozen
@@ -201,6 +215,8 @@ class LoopStatistics:
     usage: Usage
     tool_calls: int = 0
     """Tool calls started so far."""
+    plans: int = 0
+    """Planning requests made (they are also in ``model_calls``)."""
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -260,6 +276,8 @@ class AgentLoop:
         "_output_retries",
         "_parent_session_id",
         "_pending",
+        "_planning",
+        "_plans",
         "_prompt_tokens",
         "_request_id",
         "_results",
@@ -337,6 +355,8 @@ class AgentLoop:
         self._calls: tuple[ToolCall, ...] = ()
         self._results: list[ToolMessage | None] = []
         self._pending: dict[str, int] = {}
+        self._planning = False
+        self._plans = 0
 
     # ------------------------------------------------------------------ public surface
 
@@ -378,6 +398,7 @@ class AgentLoop:
             len(self._pending),
             self.usage,
             self._tool_calls,
+            self._plans,
         )
 
     def start(self) -> tuple[Effect, ...]:
@@ -392,7 +413,7 @@ class AgentLoop:
         if self._state is not RunState.IDLE:
             self._illegal(f"start() called in state {self._state.name}", None)
         self._state = RunState.AWAITING_MODEL
-        return self._request()
+        return self._request(plan=self._config.planning_interval is not None)
 
     def handle(self, event: Event) -> tuple[Effect, ...]:
         """Feed one event; get the effects to perform.
@@ -480,6 +501,8 @@ class AgentLoop:
             usage=self.usage,
             results=tuple(self._results) if self._state is RunState.AWAITING_TOOLS else (),
             tool_calls=self._tool_calls,
+            planning=self._planning,
+            plans=self._plans,
         )
 
     @classmethod
@@ -527,6 +550,10 @@ class AgentLoop:
         loop._calls = ()
         loop._results = []
         loop._pending = {}
+        loop._planning = snapshot.planning
+        loop._plans = snapshot.plans
+        if snapshot.planning and snapshot.state in (RunState.IDLE, RunState.AWAITING_TOOLS):
+            raise ConfigError("inconsistent snapshot: a plan outside of a model request")
         if snapshot.state is RunState.AWAITING_TOOLS:
             last = snapshot.transcript[-1] if snapshot.transcript else None
             if not isinstance(last, AssistantMessage) or len(last.tool_calls) != len(
@@ -560,7 +587,7 @@ class AgentLoop:
 
     def _build_call_model(self, turn: int) -> CallModel:
         config = self._config
-        final = self._final
+        final = self._final or self._planning
         # The final request keeps the tool list (with ``tool_choice="none"``): chat templates
         # render tools near the start of the prompt, so dropping them would change the shared
         # prefix and miss the prefix cache, and some APIs reject a history with tool calls
@@ -577,13 +604,14 @@ class AgentLoop:
                 turn,
                 config.base_priority + config.priority_step * turn,
                 config.expected_output_tokens,
-                final,
+                self._final,
             ),
-            config.output_spec,
+            None if self._planning else config.output_spec,
         )
 
-    def _request(self) -> tuple[Effect, ...]:
-        """The next model request, or the abort of a run whose budget has no room for it."""
+    def _request(self, *, plan: bool = False) -> tuple[Effect, ...]:
+        """The next model request (a planning one if ``plan``), or the abort of a run whose
+        budget has no room for it."""
         limits = self._config.limits
         if limits is not None:
             exceeded = exhausted(
@@ -598,7 +626,7 @@ class AgentLoop:
             )
             if exceeded is not None:
                 return self._over_budget(exceeded, tuple(self._transcript))
-        return (self._call_model(),)
+        return (self._plan() if plan else self._call_model(),)
 
     def _over_budget(
         self, exceeded: BudgetExceeded, transcript: tuple[Message, ...]
@@ -628,6 +656,8 @@ class AgentLoop:
         if usage.cached_tokens is not None:  # unknown stays distinct from zero (Usage.__add__)
             self._cached_tokens = (self._cached_tokens or 0) + usage.cached_tokens
         message = event.message
+        if self._planning:
+            return self._on_plan(message)
         if message.tool_calls:
             if self._final:
                 self._transcript.append(message)
@@ -737,9 +767,26 @@ class AgentLoop:
         return self._next_after_tools()
 
     def _next_after_tools(self) -> tuple[Effect, ...]:
-        if self._tool_turns >= self._config.max_turns:
+        config = self._config
+        if self._tool_turns >= config.max_turns:
             self._final = True
-            self._transcript.append(UserMessage(self._config.final_instruction))
+            self._transcript.append(UserMessage(config.final_instruction))
+            return self._request()
+        planning = config.planning_interval
+        return self._request(plan=planning is not None and self._tool_turns % planning == 0)
+
+    def _plan(self) -> CallModel:
+        self._transcript.append(UserMessage(self._config.planning_instruction))
+        self._planning = True
+        self._plans += 1
+        return self._call_model()
+
+    def _on_plan(self, message: AssistantMessage) -> tuple[Effect, ...]:
+        # Tools were not offered (tool_choice="none"): calls in a plan are dropped rather
+        # than run, and an empty plan is kept as such so the turns still alternate.
+        self._planning = False
+        self._transcript.append(AssistantMessage(message.content or "(no plan)"))
+        self._transcript.append(UserMessage(self._config.planning_followup))
         return self._request()
 
     def _final_answer(self, message: AssistantMessage) -> tuple[Effect, ...]:
@@ -799,6 +846,7 @@ class AgentLoop:
         budget: BudgetExceeded | None = None,
     ) -> tuple[Effect, ...]:
         self._state = RunState.ABORTED
+        self._planning = False
         self._pending = {}
         self._calls = ()
         self._results = []

@@ -13,8 +13,12 @@ Rules, in order:
 
 1. A quota or billing type/code (``insufficient_quota``, ``billing_error``...) is ``QUOTA``
    and final, even on a 429: waiting does not refill a spent balance.
-2. A context-length type/code (``context_length_exceeded``, ``request_too_large``) or the
-   phrase "maximum context length" in a 4xx message is ``TOO_LARGE`` and final.
+2. A context-length type/code (``context_length_exceeded``, ``request_too_large``,
+   llama-server's ``exceed_context_size_error``) or a context-overflow wording in a 4xx
+   message is ``TOO_LARGE`` and final. The wordings: OpenAI's and vLLM's "maximum context
+   length", vLLM's "longer than the maximum model length" (its input processor), SGLang's
+   "longer than the model's context length" (and its "exceeds the model's maximum context
+   length", covered by the first), llama-server's "exceeds the available context size".
 3. An overload type (``overloaded_error``) on a 429 or 5xx is ``OVERLOADED``.
 4. Otherwise the status decides: 429 rate limited, 408 timeout, 409 conflict, 503/529
    overloaded, other 5xx server error (all retryable); 400/422 bad request, 401/403 auth,
@@ -72,10 +76,19 @@ _QUOTA_CODES = frozenset(
         "spend_limit_exceeded",
     }
 )
-_TOO_LARGE_CODES = frozenset({"context_length_exceeded", "request_too_large"})
+_TOO_LARGE_CODES = frozenset(
+    {"context_length_exceeded", "request_too_large", "exceed_context_size_error"}
+)
 _OVERLOAD_CODES = frozenset({"overloaded_error", "overloaded", "server_overloaded"})
 _RATE_LIMIT_CODES = frozenset({"rate_limit_error", "rate_limit_exceeded", "slow_down"})
-_CONTEXT_PHRASES = ("maximum context length", "context length exceeded", "context window")
+_CONTEXT_PHRASES = (
+    "maximum context length",
+    "context length exceeded",
+    "context window",
+    "longer than the maximum model length",  # vLLM: "The decoder prompt (length N) is ..."
+    "longer than the model's context length",  # SGLang: "The input (N tokens) is ..."
+    "exceeds the available context size",  # llama-server
+)
 
 # Error types that name a kind on their own, used for in-stream errors (which arrive over a
 # 200 response and so have no meaningful status).
@@ -213,6 +226,8 @@ def classify_stream_error(payload: Mapping[str, Any]) -> ModelError:
     error_type, code, message, status = error_fields(payload)
     names = [n.lower() for n in (error_type, code) if n]
     kind = next((_TYPE_KINDS[n] for n in names if n in _TYPE_KINDS), None)
+    if kind in (None, ErrorKind.BAD_REQUEST) and _mentions_context_length(message):
+        kind = ErrorKind.TOO_LARGE
     if kind is None and status is not None:
         kind = _kind_for(status, set(names), message)
     if kind is None:

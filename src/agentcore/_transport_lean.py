@@ -18,11 +18,15 @@ Anything else (an error, a timeout, a cancellation, a caller leaving a stream be
 closes the socket at once, synchronously, so an unknown state is never reused and no socket
 outlives its exchange. The free list holds at most ``max_connections`` entries.
 
-Servers close kept-alive connections whenever they like (llama.cpp does after streamed replies,
-most servers after an idle timeout), and the client learns it only when it next uses the
-socket. So an exchange that fails on a *reused* connection before any byte of the response
-arrived is retried once on a fresh connection. Once a response byte arrived, the server has
-seen the request and nothing is retried.
+Servers close kept-alive connections whenever they like (llama-server does right after every
+streamed reply although it announced keep-alive, most servers after an idle timeout). Before an
+idle connection is reused, a zero-timeout readiness check looks at its socket: an idle HTTP/1.1
+connection has nothing to read, so a readable one has been closed by the peer (or holds bytes
+nobody asked for) and is closed instead of written to. The request is then written once, on a
+live connection. The check cannot see a close that is still in flight; an exchange that fails
+on a *reused* connection before any byte of the response arrived is therefore still retried
+once on a fresh connection. Once a response byte arrived, the server has seen the request and
+nothing is retried.
 
 Requests are written by the transport itself: the codec's headers are checked (token names,
 no control characters in values) and joined behind the request line, ``Host`` and
@@ -46,6 +50,7 @@ import contextlib
 import functools
 import math
 import re
+import select
 import socket
 import ssl
 from types import TracebackType
@@ -85,6 +90,9 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 # Failure kinds that, on a reused connection and before any response byte, mean the server
 # had dropped the connection while it sat idle.
 _STALE_KINDS = frozenset({"closed", "read", "write"})
+
+# poll() has no descriptor limit; select() (on platforms without poll) does.
+_POLL = getattr(select, "poll", None)
 
 _NEED_DATA = h11.NEED_DATA
 _DONE = h11.DONE
@@ -146,6 +154,8 @@ class LeanTransportStatistics:
     """Exchanges started."""
     retries: int
     """Exchanges retried on a fresh connection after a reused one turned out dead."""
+    closed_by_peer: int = 0
+    """Idle connections found closed by the server before reuse (and not written to)."""
 
 
 class _Connection:
@@ -225,6 +235,26 @@ class _Connection:
             return cast(socket.socket, self.sock).recv(_READ_SIZE)
         except BlockingIOError:
             return b""
+
+    def peer_closed(self) -> bool:
+        """Whether the idle socket is readable now (zero-timeout check, no read).
+
+        Between exchanges the server has nothing to send, so readable means it closed the
+        connection (EOF or a reset), or sent bytes that belong to no request; either way the
+        connection must not carry another request.
+        """
+        fd = self.sock.fileno()
+        if fd == -1:
+            return True
+        try:
+            if _POLL is not None:
+                poller = _POLL()
+                poller.register(fd, select.POLLIN | select.POLLPRI)
+                return bool(poller.poll(0))
+            readable, _, failed = select.select([fd], [], [fd], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable or failed)
 
     def close(self) -> bool:
         """Close the socket now (no await); ``False`` if it was closed already."""
@@ -317,6 +347,7 @@ class LeanTransport:
         self._discarded = 0
         self._requests = 0
         self._retries = 0
+        self._peer_closed = 0
         self._closed = False
 
     @property
@@ -483,6 +514,7 @@ class LeanTransport:
             connections_opened=self._opened,
             requests=self._requests,
             retries=self._retries,
+            closed_by_peer=self._peer_closed,
         )
 
     async def aclose(self) -> None:
@@ -611,8 +643,12 @@ class _Exchange:
         if transport._closed:
             raise TransportError("closed", "the transport is closed")
         transport._requests += 1
-        if transport._idle:
-            conn = self.conn = transport._idle.pop()
+        idle = transport._idle
+        while idle and idle[-1].peer_closed():
+            transport._discard(idle.pop())
+            transport._peer_closed += 1
+        if idle:
+            conn = self.conn = idle.pop()
             try:
                 return await self._send_and_read_head(conn, encoded)
             except TransportError as exc:

@@ -722,7 +722,12 @@ async def _open_client(
         configured = make_backend(server.url, model=model, api_key=api_key, dialect="sim", **rest)
     kind = configured.transport if transport is None else transport
     _check_choice("transport", kind, ("lean", "httpx"))
-    moved = make_transport(configured.base_url, kind=kind, max_connections=max_inflight)
+    moved = make_transport(
+        configured.base_url,
+        kind=kind,
+        max_connections=max_inflight,
+        max_reply_bytes=configured.max_reply_bytes,
+    )
     client = HttpModelClient(
         configured.codec,
         moved,

@@ -60,6 +60,7 @@ class ErrorKind(enum.Enum):
     QUOTA = "quota"  #: billing / quota exhausted; final
     PROTOCOL = "protocol"  #: a reply that could not be decoded; final
     DEADLINE = "deadline"  #: the run's deadline passed; final
+    REPLY_TOO_LARGE = "reply_too_large"  #: the reply body passed ``max_reply_bytes``; final
 
 
 @attrs.frozen

@@ -64,9 +64,16 @@ def _nonempty(delta: Delta) -> bool:
 
 
 def _transport_failure(exc: TransportError) -> ModelError:
+    if exc.kind == "too_large":
+        return _too_large(exc)
     if exc.kind == "timeout":
         return ModelError(kind=ErrorKind.TIMEOUT, message=str(exc), retryable=True)
     return connection_error(str(exc))
+
+
+def _too_large(exc: TransportError) -> ModelError:
+    # The same reply would be as large again: final.
+    return ModelError(kind=ErrorKind.REPLY_TOO_LARGE, message=exc.message)
 
 
 def _unusable(exc: AgentcoreError) -> ModelError:
@@ -133,7 +140,9 @@ class HttpModelClient:
                         ttft = trio.current_time() - started
                 return Exchange(decoder.finish(), ttft)
         except TransportError as exc:
-            if exc.response_started:
+            if exc.kind == "too_large":
+                error = _too_large(exc)
+            elif exc.response_started:
                 error = truncated_stream(f"stream interrupted: {exc}")
             else:
                 error = _transport_failure(exc)

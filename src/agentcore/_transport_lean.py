@@ -63,6 +63,7 @@ import trio
 
 from ._errors import ConfigError, TransportError
 from ._http import Headers, HttpRequest, HttpResponse, Timeouts
+from ._reply_limit import DEFAULT_MAX_REPLY_BYTES, check_max_reply_bytes, reply_too_large
 
 __all__ = ["LeanTransport", "LeanTransportStatistics", "Origin"]
 
@@ -321,6 +322,8 @@ class LeanTransport:
         verify: verify the server's TLS certificate (``https`` only).
         ssl_context: the TLS settings to use instead of the default context (``verify`` is
             then ignored).
+        max_reply_bytes: the cap on one response body (see :mod:`agentcore._reply_limit`);
+            ``None`` for no cap.
     """
 
     def __init__(
@@ -330,9 +333,11 @@ class LeanTransport:
         max_connections: int,
         verify: bool = True,
         ssl_context: ssl.SSLContext | None = None,
+        max_reply_bytes: int | None = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         if max_connections < 1:
             raise ConfigError(f"max_connections must be at least 1, not {max_connections}")
+        self._max_reply = check_max_reply_bytes(max_reply_bytes)
         self._origin = origin
         self._prefixes = _origin_prefixes(origin)
         self._host_line = f"\r\nhost: {origin.authority.encode('idna').decode('ascii')}\r\n"
@@ -535,7 +540,17 @@ class _Exchange:
     the scope caught its own deadline it raises :meth:`timed_out`.
     """
 
-    __slots__ = ("conn", "deadline", "limit", "phase", "scope", "started", "timeouts", "transport")
+    __slots__ = (
+        "conn",
+        "deadline",
+        "left",
+        "limit",
+        "phase",
+        "scope",
+        "started",
+        "timeouts",
+        "transport",
+    )
 
     def __init__(self, transport: LeanTransport, timeouts: Timeouts) -> None:
         self.transport = transport
@@ -547,6 +562,9 @@ class _Exchange:
         self.started = False
         self.phase = "sending the request"
         self.limit = "total"
+        cap = transport._max_reply
+        self.left = math.inf if cap is None else cap
+        """Body bytes this exchange may still receive."""
 
     def arm(self, seconds: float | None, limit: str) -> None:
         """Bound the next I/O call by ``seconds`` (and the total deadline)."""
@@ -630,11 +648,22 @@ class _Exchange:
                 await self.fill(conn)
             elif type(got) is h11.Response:
                 self.phase = "reading the body"
+                self._check_announced(got)
                 return got
             elif type(got) is not h11.InformationalResponse:
                 raise TransportError(
                     "protocol", f"unexpected {got!r} before the response", response_started=True
                 )
+
+    def _check_announced(self, head: h11.Response) -> None:
+        cap = self.transport._max_reply
+        if cap is None:
+            return
+        for name, value in head.headers:
+            if name == b"content-length":
+                size = int(value)  # h11 accepts only digits here
+                if size > cap:
+                    raise reply_too_large(cap, size, announced=True)
 
     async def start(self, encoded: _Encoded) -> h11.Response:
         """Send the request and read the response head, retrying once on a fresh connection
@@ -688,7 +717,13 @@ class _Exchange:
                     return b"".join(pieces)
                 await self.fill(conn)
             elif type(got) is h11.Data:
-                pieces.append(got.data)
+                data = got.data
+                self.left -= len(data)
+                if self.left < 0:
+                    cap = self.transport._max_reply
+                    assert cap is not None
+                    raise reply_too_large(cap, cap - int(self.left))
+                pieces.append(data)
             elif type(got) is h11.EndOfMessage:
                 self.conn = None
                 self.transport._release(conn)
@@ -723,6 +758,10 @@ class _Exchange:
                     return
                 elif type(got) is not h11.Data:
                     break
+                else:
+                    self.left -= len(got.data)
+                    if self.left < 0:
+                        break
         except (h11.ProtocolError, *_IO_ERRORS):
             pass
         self.transport._discard(conn)

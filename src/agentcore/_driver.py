@@ -72,6 +72,7 @@ from ._http import Timeouts
 from ._loop import AgentLoop, RunState
 from ._messages import Message, Usage
 from ._model_client import HttpModelClient, ModelClient
+from ._rejection import repeated_rejection
 from ._retry import RetryPolicy
 from ._sim import open_sim_server
 from ._slot_limiter import SlotLimiter
@@ -578,6 +579,7 @@ class Driver:
         priority = call.hints.priority
         attempts = 0
         slot_wait = 0.0
+        previous: ModelError | None = None
         while True:
             slot = await limiter.acquire(owner, priority)
             attempts += 1
@@ -603,6 +605,9 @@ class Driver:
                 run.slot_wait += slot.wait
             if isinstance(event, ModelResponded):
                 break
+            if repeated_rejection(previous, event.error):
+                break  # the same server error twice: deterministic, final
+            previous = event.error
             deadline = trio.current_effective_deadline()
             wait = self._retry.delay(
                 attempt=attempts,
@@ -630,6 +635,7 @@ class Driver:
                 usage.completion_tokens,
                 usage.cached_tokens,
                 event.error.kind if isinstance(event, ModelFailed) else None,
+                event.finish_reason if isinstance(event, ModelResponded) else None,
             )
         )
         return event
@@ -663,6 +669,7 @@ class Driver:
             completion_tokens=sum(r.completion_tokens for r in requests),
             cached_tokens=cached,
             cached_ratio=cached / known_prompt if known_prompt else None,
+            truncated_replies=sum(1 for r in requests if r.finish_reason == "length"),
             tool_calls=tools.requests,
             tool_executions=tools.executions,
             dedup_ratio=tools.dedup_ratio if tools.requests else None,

@@ -177,6 +177,8 @@ class AbortKind(enum.Enum):
     MAX_TURNS = "max_turns"  #: no answer even after the forced final turn
     CANCELLED = "cancelled"  #: ``CancelRequested``
     INVALID_INPUT = "invalid_input"  #: the batch input did not fit the task (no run started)
+    TRUNCATED = "truncated"  #: the final answer was cut by the token limit (``max_tokens``)
+    TOOL_CALL_MISSING = "tool_call_missing"  #: ``tool_choice`` required a tool call; none came
 
 
 @attrs.frozen

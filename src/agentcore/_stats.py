@@ -88,6 +88,8 @@ class RequestStats:
     """``None`` when the server did not say."""
     error: ErrorKind | None
     """Why the request failed for good, ``None`` when it succeeded."""
+    finish_reason: str | None = None
+    """The reply's finish reason (``stop``, ``tool_calls``, ``length``...), when it said."""
 
 
 @attrs.frozen
@@ -117,6 +119,8 @@ class DriverStatistics:
     cached_ratio: float | None
     """Cached / prompt tokens over the requests whose cached count is known (``None`` if
     none is): the share of prompt tokens served from the prefix cache."""
+    truncated_replies: int
+    """Replies cut by the token limit (``finish_reason == "length"``)."""
     tool_calls: int
     """Tool calls answered by the executor."""
     tool_executions: int

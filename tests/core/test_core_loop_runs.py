@@ -559,6 +559,8 @@ def test_statistics_count_the_run() -> None:
         "output_retries": 0,
         "outstanding_tools": 2,
         "usage": Usage(5, 1),
+        "truncated_replies": 0,
+        "missing_tool_calls": 0,
     }
 
 

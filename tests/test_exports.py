@@ -34,7 +34,7 @@ PUBLIC = {
     "ResultStream", "RetryPolicy", "RunTimings", "SlotStatistics", "Summary", "open_driver",
     # batch layer
     "BatchStream", "MapReduceResult", "Task", "load_task", "map_reduce", "open_batch",
-    "run_batch", "warm_prefix",
+    "run_batch", "warm_prefix", "WarmUpReport",
     # simulated backend
     "SimConfig", "SimServer", "SimStatistics", "open_sim_server",
 }  # fmt: skip

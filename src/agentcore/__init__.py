@@ -74,6 +74,7 @@ from ._batch import map_reduce as map_reduce
 from ._batch import open_batch as open_batch
 from ._batch import run_batch as run_batch
 from ._batch import warm_prefix as warm_prefix
+from ._warmup import WarmUpReport as WarmUpReport
 from ._task import RenderError as RenderError
 from ._task import Task as Task
 from ._taskfile import TaskFileError as TaskFileError

@@ -1,10 +1,12 @@
 """The batch layer: a task over many inputs, results in input or completion order.
 
 ``run_batch`` and ``open_batch`` compile one agent loop per input (see :mod:`._task`), warm
-the shared prefix with one one-token request, and hand the loops to a driver. An input that
-does not fit the task fails on its own (``status="failed"``, ``AbortKind.INVALID_INPUT``);
-nothing an input, a tool or the model does fails the batch. ``map_reduce`` chains three tasks:
-a plan whose output lists items, one map agent per item, and a reduce agent over the answers.
+the shared prefix with the backend's warm-up strategy (:mod:`._warmup`: one one-token request,
+or for llama-server that request copied into every slot), and hand the loops to a driver. An
+input that does not fit the task fails on its own (``status="failed"``,
+``AbortKind.INVALID_INPUT``); nothing an input, a tool or the model does fails the batch.
+``map_reduce`` chains three tasks: a plan whose output lists items, one map agent per item,
+and a reduce agent over the answers.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import orjson
 import trio
 
 from ._backends import backend as make_backend
-from ._codec import Backend
+from ._codec import WARM_UPS, Backend, WarmUp
 from ._driver import Driver, Result, ResultStream, RunTimings, open_driver
 from ._errors import ConfigError
 from ._events import AbortKind, AbortReason, ModelResponded
@@ -30,6 +32,8 @@ from ._messages import Usage
 from ._model_client import ModelClient
 from ._task import RenderError, Task, compile_job, prefix_call
 from ._tools import Tool
+from ._warmup import WarmUpReport
+from ._warmup import warm_up as warm_up_cache
 
 __all__ = ["BatchStream", "MapReduceResult", "map_reduce", "open_batch", "run_batch", "warm_prefix"]
 
@@ -60,10 +64,19 @@ class BatchStream:
     remaining run promptly with a ``cancelled`` result, which the iteration still delivers.
     """
 
-    def __init__(self, results: ResultStream, indices: list[int], early: deque[Result]) -> None:
+    def __init__(
+        self,
+        results: ResultStream,
+        indices: list[int],
+        early: deque[Result],
+        warm_up: WarmUpReport | None = None,
+    ) -> None:
         self._results = results
         self._indices = indices
         self._early = early
+        self.warm_up = warm_up
+        """What the warm-up did and the tokens its request used (those are in the driver's
+        statistics and in no ``Result``); ``None`` when the batch did not warm up."""
 
     def __aiter__(self) -> BatchStream:
         return self
@@ -121,15 +134,31 @@ async def warm_prefix(driver: Driver, task: Task, *, batch_id: str) -> ModelResp
 
 def _default_warm(
     backend: str | Backend | ModelClient | None, model: str, options: Mapping[str, Any]
-) -> bool:
+) -> WarmUp:
+    """The backend's own warm-up strategy (``off`` for model clients)."""
     if isinstance(backend, Backend):
-        return backend.self_hosted
+        return backend.warm_up
     if isinstance(backend, str):
         try:
-            return make_backend(backend, model=model or "warm-check", **options).self_hosted
+            return make_backend(backend, model=model or "warm-check", **options).warm_up
         except ConfigError:
-            return False
-    return False
+            return "off"
+    return "off"
+
+
+def _strategy(warm: bool | str | None, driver: Driver, opened_here: bool) -> WarmUp:
+    """The warm-up to perform. ``None``: the backend's strategy on a driver opened here, off on
+    a given driver; ``True``: the backend's strategy, at least ``request``; ``False``: off."""
+    configured = driver.backend.warm_up if driver.backend is not None else "off"
+    if warm is None:
+        return configured if opened_here else "off"
+    if warm is True:
+        return "request" if configured == "off" else configured
+    if warm is False:
+        return "off"
+    if warm not in WARM_UPS:
+        raise ConfigError(f"warm must be a bool, None or one of {list(WARM_UPS)}; got {warm!r}")
+    return warm
 
 
 @asynccontextmanager
@@ -140,22 +169,22 @@ async def _driver_for(
     backend: str | Backend | ModelClient | None,
     model: str,
     max_inflight: int,
-    warm: bool | None,
+    warm: bool | str | None,
     driver_options: Mapping[str, Any],
-) -> AsyncIterator[tuple[Driver, bool]]:
-    """The given driver or a newly opened one, and whether to warm the prefix up (``warm``;
-    when ``None``: only on a driver opened here for a self-hosted backend)."""
+) -> AsyncIterator[tuple[Driver, WarmUp]]:
+    """The given driver or a newly opened one, and the warm-up to perform (see
+    :func:`_strategy`)."""
     if driver is not None:
         if backend is not None or driver_options:
             raise ConfigError("pass either driver= or backend options, not both")
-        yield driver, bool(warm)
+        yield driver, _strategy(warm, driver, opened_here=False)
         return
     if backend is None:
         raise ConfigError("a backend is needed: pass backend= (a URL such as 'sim://') or driver=")
     async with open_driver(
         backend, model=model, max_inflight=max_inflight, tools=stack_tools, **driver_options
     ) as opened:
-        yield opened, _default_warm(backend, model, driver_options) if warm is None else warm
+        yield opened, _strategy(warm, opened, opened_here=True)
 
 
 @asynccontextmanager
@@ -167,7 +196,7 @@ async def open_batch(
     model: str = "",
     max_inflight: int = 32,
     driver: Driver | None = None,
-    warm: bool | None = None,
+    warm: bool | str | None = None,
     batch_id: str | None = None,
     timeout: float | None = None,
     max_active: int | None = None,
@@ -191,8 +220,11 @@ async def open_batch(
         max_inflight: inference slots (model requests in flight at once).
         driver: an open driver to use instead of opening one (its tools must include the
             task's).
-        warm: send the shared prefix once before the fan-out. ``None``: on for self-hosted
-            backends, off for hosted APIs and model clients.
+        warm: warm the shared prefix before the fan-out: ``"off"``, ``"request"`` (one
+            one-token request) or ``"slots"`` (llama-server: that request's slot copied into
+            every slot). ``None``: the backend's own strategy (``backend(warm_up=...)``; off
+            for hosted APIs and model clients, and on a given driver); ``True``: the backend's
+            strategy, at least ``"request"``; ``False``: off.
         batch_id: the prefix of run and session ids (default: a fresh random id).
         timeout: seconds each agent may take.
         max_active: agents in progress at once (bounds memory for huge batches).
@@ -216,13 +248,14 @@ async def open_batch(
                 driver_options=driver_options,
             )
         )
-        if warm_up:
-            await warm_prefix(opened, task, batch_id=batch_id)
+        report = None
+        if warm_up != "off":
+            report = await warm_up_cache(opened, task, batch_id=batch_id, strategy=warm_up)
         loops = _loops(task, inputs, batch_id, indices, early, None)
         results = await stack.enter_async_context(
             opened.stream(loops, timeout=timeout, max_active=max_active)
         )
-        yield BatchStream(results, indices, early)
+        yield BatchStream(results, indices, early, report)
 
 
 async def run_batch(
@@ -300,7 +333,7 @@ async def map_reduce(
     model: str = "",
     max_inflight: int = 32,
     driver: Driver | None = None,
-    warm: bool | None = None,
+    warm: bool | str | None = None,
     batch_id: str | None = None,
     timeout: float | None = None,
     **driver_options: Any,
@@ -343,8 +376,8 @@ async def map_reduce(
         planned = list((items or _default_items)(plan_result.output))
         indices: list[int] = []
         early: deque[Result] = deque()
-        if warm_up:
-            await warm_prefix(opened, map, batch_id=f"{batch_id}m")
+        if warm_up != "off":
+            await warm_up_cache(opened, map, batch_id=f"{batch_id}m", strategy=warm_up)
         answers: list[Result] = []
         loops = _loops(map, planned, f"{batch_id}m", indices, early, f"{batch_id}p-0")
         async with opened.stream(loops, timeout=timeout) as stream:

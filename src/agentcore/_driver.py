@@ -242,8 +242,11 @@ class Driver:
         executor: ToolExecutor,
         retry: RetryPolicy,
         rng: random.Random,
+        backend: Backend | None = None,
     ) -> None:
         self._client = client
+        self.backend = backend
+        """The configured backend (``None`` when the driver was given a model client)."""
         self._limiter = limiter
         self._executor = executor
         self._retry = retry
@@ -718,7 +721,7 @@ async def _open_client(
     transport: TransportKind | None,
     api_key: str | None,
     options: dict[str, Any],
-) -> ModelClient:
+) -> tuple[ModelClient, Backend]:
     configured = make_backend(target, model=model, api_key=api_key, **options)
     if configured.name == "sim":
         # The embedded simulator: start it on a free loopback port, then talk to it as an
@@ -742,7 +745,7 @@ async def _open_client(
         stream=configured.stream if stream is None else stream,
     )
     stack.push_async_callback(client.aclose)
-    return client
+    return client, configured
 
 
 @asynccontextmanager
@@ -805,8 +808,9 @@ async def open_driver(
     raised: BaseException | None = None
     async with AsyncExitStack() as stack:
         client: ModelClient
+        configured: Backend | None = None
         if isinstance(backend, str | Backend):
-            client = await _open_client(
+            client, configured = await _open_client(
                 stack,
                 backend,
                 model=model,
@@ -837,6 +841,7 @@ async def open_driver(
             executor=executor,
             retry=retry,
             rng=random.Random(seed),
+            backend=configured,
         )
         try:
             yield driver

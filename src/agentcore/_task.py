@@ -22,7 +22,7 @@ import attrs
 
 from ._errors import ConfigError
 from ._events import CallModel
-from ._loop import AgentLoop, LoopConfig
+from ._loop import AgentLoop, LoopConfig, TruncatedPolicy
 from ._messages import Message, ModelParams, SystemMessage, UserMessage
 from ._tools import Tool
 
@@ -90,6 +90,8 @@ class Task:
     """Sampling parameters of every request."""
     expected_output_tokens: int | None = None
     """Expected reply length, passed to the server as a hint."""
+    on_truncated: TruncatedPolicy = "repair"
+    """What a final answer cut by the token limit earns (``LoopConfig.on_truncated``)."""
     name: str = "task"
     """A short name, used in run ids."""
     _base_config: LoopConfig = attrs.field(init=False, eq=False, hash=False, repr=False)
@@ -113,6 +115,7 @@ class Task:
             max_output_retries=self.max_output_retries,
             params=self.params,
             expected_output_tokens=self.expected_output_tokens,
+            on_truncated=self.on_truncated,
         )
 
     @property

@@ -40,12 +40,22 @@ if [[ -x $BIN ]] && "$BIN" --version >/dev/null 2>&1; then
     exit 0
 fi
 
-for tool in cmake ninja g++; do
-    command -v "$tool" >/dev/null || {
-        echo "missing $tool (Debian: apt-get install -y cmake ninja-build g++)" >&2
+# A C++ compiler from the system (Debian's g++ when we may install it); cmake and ninja from
+# the system, or else from PyPI into the tools venv.
+if ! command -v g++ >/dev/null; then
+    if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+        apt-get update -qq && apt-get install -y -qq g++ >/dev/null
+    else
+        echo "missing g++ (Debian: apt-get install -y g++)" >&2
         exit 1
-    }
+    fi
+fi
+for tool in cmake ninja; do
+    if ! command -v "$tool" >/dev/null && [[ ! -x $VENV/bin/$tool ]]; then
+        "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$tool"
+    fi
 done
+export PATH=$PATH:$VENV/bin
 
 SDIST=$HOME_DIR/sdist/llama_cpp_python-$VERSION.tar.gz
 if [[ ! -f $SDIST ]]; then

@@ -5,8 +5,10 @@ a ``web_search`` of its topic (400 ms) under ``tool_choice="required"``, then th
 ``tool_choice="none"`` (the scripted model of ``tools/llamacpp/make_model.py`` calls a tool
 exactly when one is required, so every contender gets the same 2 turns and answers). Every
 request carries the same ~2,000-token system prompt plus the tool schema. The server is
-llama-server with the ``small`` model (13 M parameters: real prefill cost on a CPU), ``-np``
-slots, and a fresh process per run (cold cache, zeroed counters).
+llama-server with ``--model`` (``tiny`` by default: 0.6 M parameters, so a loaded 2-core CI
+machine finishes the sweep in minutes; ``small``, 13 M, gives prefill a real cost), ``-np``
+slots, ``--threads`` compute threads, and a fresh process per run (cold cache, zeroed
+counters). The prefill *token* counts do not depend on the model size; the wall times do.
 
 Contenders, each in its own subprocess (client CPU measured by ``wait4``):
 
@@ -63,6 +65,11 @@ TEMPLATE = "Summarise the paper {paper} for the survey section on {topic}. Topic
 MAX_TOKENS = 64
 
 
+def system_prompt() -> str:
+    """About 2,000 tokens on the scripted models' tokenizer (the tool schema adds ~100)."""
+    return research_system_prompt(paragraphs=7)
+
+
 def inputs(n: int) -> list[dict[str, str]]:
     return [{"paper": f"arXiv:2501.{10000 + i}", "topic": f"topic {i % TOPICS}"} for i in range(n)]
 
@@ -92,7 +99,7 @@ async def run_agentcore(url: str, n: int, slots: int, latency: float) -> dict[st
 
     task = agentcore.Task(
         prompt=TEMPLATE,
-        system=research_system_prompt(),
+        system=system_prompt(),
         tools=[web_search],
         max_turns=1,
         params=ModelParams(tool_choice="required", max_tokens=MAX_TOKENS),
@@ -100,7 +107,7 @@ async def run_agentcore(url: str, n: int, slots: int, latency: float) -> dict[st
     )
     cpu0, t0 = self_cpu(), time.perf_counter()
     async with agentcore.open_driver(
-        url, model="small", max_inflight=slots, tools=[web_search]
+        url, model="bench", max_inflight=slots, tools=[web_search]
     ) as driver:
         async with agentcore.open_batch(task, inputs(n), driver=driver, warm=True) as stream:
             results = [r async for r in stream]
@@ -112,6 +119,7 @@ async def run_agentcore(url: str, n: int, slots: int, latency: float) -> dict[st
         "requests": len(stats.requests),
         "tool_executions": executions,
         "warm_up": None if stream.warm_up is None else stream.warm_up.done,
+        "warm_up_s": None if stream.warm_up is None else stream.warm_up.seconds,
     }
 
 
@@ -123,7 +131,7 @@ async def run_loop(
     import trio
 
     endpoint = url + "/v1/chat/completions"
-    system = research_system_prompt()
+    system = system_prompt()
     tools = [{"type": "function", "function": {
         "name": "web_search", "description": "Search the web and return the top results as text.",
         "parameters": {"type": "object", "properties": {"query": {"type": "string"}},
@@ -137,7 +145,7 @@ async def run_loop(
     )
 
     async def ask(messages: list[dict[str, Any]], choice: str) -> dict[str, Any]:
-        body = {"model": "small", "tools": tools, "messages": messages,
+        body = {"model": "bench", "tools": tools, "messages": messages,
                 "tool_choice": choice, "max_tokens": MAX_TOKENS}  # fmt: skip
         counts["requests"] += 1
         answer = await client.post(endpoint, content=orjson.dumps(body),
@@ -220,15 +228,16 @@ def metrics(port: int) -> dict[str, float]:
     return found
 
 
-def server(command: str, port: int, slots: int = 0) -> None:
+def server(command: str, port: int, args: argparse.Namespace | None = None) -> None:
     argv = [sys.executable, str(SERVER), command, "--port", str(port)]
-    if command == "start":
-        argv += ["--model", "small", "--slots", str(slots), "--ctx", "4096", "--slot-save"]
+    if args is not None:
+        argv += ["--model", args.model, "--slots", str(args.slots), "--ctx", "4096",
+                 "--threads", str(args.threads), "--slot-save"]  # fmt: skip
     subprocess.run(argv, check=command == "start", capture_output=True, timeout=120)
 
 
 def run_one(name: str, n: int, args: argparse.Namespace, port: int) -> dict[str, Any]:
-    server("start", port, args.slots)
+    server("start", port, args)
     try:
         argv = [project_python(), __file__, "--contender", name, "--url",
                 f"http://127.0.0.1:{port}", "--n", str(n), "--slots", str(args.slots),
@@ -246,12 +255,17 @@ def run_one(name: str, n: int, args: argparse.Namespace, port: int) -> dict[str,
 
 
 def orchestrate(args: argparse.Namespace) -> int:
+    import signal
     import socket
+
+    # A SIGTERM (a CI timeout) unwinds like an exception, so the running server is stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = int(sock.getsockname()[1])
-    print(f"machine: {machine()}; llama-server (llama-cpp-python 0.3.36), small model")
+    print(f"machine: {machine()}; llama-server (llama-cpp-python 0.3.36), {args.model} model, "
+          f"{args.threads} thread(s)")  # fmt: skip
     everything: dict[int, dict[str, list[dict[str, Any]]]] = {}
     for n in args.n:
         runs: dict[str, list[dict[str, Any]]] = {c: [] for c in args.contenders}
@@ -293,7 +307,8 @@ def report_table(n: int, runs: dict[str, list[dict[str, Any]]], args: argparse.N
     headers = ["contender", "wall s", "wall vs minimal", "server prefill tok",
                "prefill vs minimal", "requests", "ok", "client CPU s"]  # fmt: skip
     title = (
-        f"research summary on llama-server (CPU, small model): N={n}, {TOPICS} topics, 2 turns, "
+        f"research summary on llama-server (CPU, {args.model} model): N={n}, {TOPICS} topics, "
+        "2 turns, "
         f"{int(args.latency * 1000)} ms tool, {args.slots} slots (-np); medians of {args.repeats}"
     )
     return title + "\n\n" + table(headers, rows)
@@ -305,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--slots", type=int, default=8)
     parser.add_argument("--latency", type=float, default=0.4, help="tool latency, seconds")
+    parser.add_argument("--model", default="tiny", help="tiny or small (tools/llamacpp/setup.sh)")
+    parser.add_argument("--threads", type=int, default=1, help="llama-server compute threads")
     parser.add_argument("--contenders", type=lambda s: s.split(","), default=list(CONTENDERS))
     parser.add_argument("--time-limit", type=float, default=600.0)
     parser.add_argument("--json", default=None, help="also write every run to this file")

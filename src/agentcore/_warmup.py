@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 
 import attrs
 import orjson
+import trio
 
 from ._codec import WarmUp
 from ._errors import AgentcoreError
@@ -65,6 +66,8 @@ class WarmUpReport:
     """Slots holding the prefix after the warm-up (``request``: 1; ``slots``: all)."""
     detail: str = ""
     """Why the warm-up achieved less than asked, if it did."""
+    seconds: float = 0.0
+    """How long the warm-up took (the batch's agents started after it)."""
 
 
 # ----------------------------------------------------------------------------- wire (pure)
@@ -119,6 +122,12 @@ async def warm_up(driver: Driver, task: Task, *, batch_id: str, strategy: WarmUp
     """Warm the server's cache for ``task`` with ``strategy`` (see the module docstring)."""
     if strategy == "off":
         return WarmUpReport("off", "off")
+    started = trio.current_time()
+    report = await _warm_up(driver, task, batch_id, strategy)
+    return attrs.evolve(report, seconds=trio.current_time() - started)
+
+
+async def _warm_up(driver: Driver, task: Task, batch_id: str, strategy: WarmUp) -> WarmUpReport:
     reply = await driver.call_model(prefix_call(task, run_id=f"{batch_id}-warm"))
     if not isinstance(reply, ModelResponded):
         return WarmUpReport(strategy, "off", detail=f"the warm request failed: {reply.error}")

@@ -128,6 +128,7 @@ def stop(args: argparse.Namespace) -> int:
         return 0
     stop_pid(int(pid_file.read_text()))
     pid_file.unlink(missing_ok=True)
+    shutil.rmtree(run_dir(args.port) / "slots", ignore_errors=True)  # saved KV caches: MBs each
     return 0
 
 

@@ -24,8 +24,9 @@ from typing import Protocol
 import trio
 
 from ._codecs.codec import Delta
-from ._core.events import CallModel, ErrorKind, ModelFailed, ModelResponded
+from ._core.events import CallModel, ErrorKind, ModelError, ModelFailed, ModelResponded
 from ._core.messages import Usage
+from ._core.rejection import repeated_rejection
 from ._core.retry import RetryPolicy
 from ._deltas import stream_exchange
 from ._model_client import ModelClient
@@ -85,6 +86,7 @@ class ModelRequests:
         priority = call.hints.priority
         attempts = 0
         slot_wait = 0.0
+        previous: ModelError | None = None
         while True:
             if steps is not None:
                 await steps.settle()
@@ -129,6 +131,9 @@ class ModelRequests:
                 run.slot_wait += slot.wait
             if isinstance(event, ModelResponded):
                 break
+            if repeated_rejection(previous, event.error):
+                break  # the same server error twice: deterministic, final
+            previous = event.error
             deadline = trio.current_effective_deadline()
             wait = self._retry.delay(
                 attempt=attempts,
@@ -195,5 +200,6 @@ class ModelRequests:
                 usage.cached_tokens,
                 event.error.kind if isinstance(event, ModelFailed) else None,
                 self.name,
+                event.finish_reason if isinstance(event, ModelResponded) else None,
             )
         )

@@ -30,7 +30,7 @@ NAMESPACES = {
         "ModelParams", "Usage", "AbortKind", "AbortReason", "ErrorKind", "ModelError",
         "ToolError",
         # tools
-        "Tool", "tool", "ToolExecutorStatistics", "ToolStatistics",
+        "Tool", "tool", "ToolExecutorStatistics", "ToolStatistics", "RunContext",
         # the driver
         "Driver", "open_driver", "Result", "ResultStream", "RunTimings", "Timeouts",
         "RetryPolicy", "SlotStatistics", "DriverStatistics", "RequestStats", "Summary",

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from ._core.events import ToolError as ToolError
 
     # tools
+    from ._context import RunContext as RunContext
     from ._tools import Tool as Tool
     from ._tools import tool as tool
     from ._tool_executor import ToolExecutorStatistics as ToolExecutorStatistics
@@ -95,6 +96,7 @@ _EXPORTS: dict[str, str] = {
     "ModelError": "_core.events",
     "ToolError": "_core.events",
     # tools
+    "RunContext": "_context",
     "Tool": "_tools",
     "tool": "_tools",
     "ToolExecutorStatistics": "_tool_executor",
@@ -144,6 +146,7 @@ __all__ = [
     "Result",
     "ResultStream",
     "RetryPolicy",
+    "RunContext",
     "RunTimings",
     "SlotStatistics",
     "Summary",

@@ -30,7 +30,7 @@ from ._core.schema import is_pydantic_model
 from ._driver import Driver
 from ._model_client import ModelClient
 from ._open import open_driver
-from ._results import Result, ResultStream, RunTimings
+from ._results import Group, Result, ResultStream, RunTimings
 from ._task import RenderError, Task, compile_job, prefix_call
 from ._tools import Tool
 
@@ -106,8 +106,11 @@ def _loops(  # noqa: PLR0917 - private helper, called twice
     indices: list[int],
     early: deque[Result[Any]],
     parent_session_id: str | None,
+    described: dict[int, tuple[int, Any]],
 ) -> Iterator[AgentLoop]:
     # Consumed lazily by the driver, so a huge input list is never compiled all at once.
+    # ``described`` holds each compiled loop's input until the driver opens its run (the
+    # run's ``RunContext`` carries it), so it never holds more than the loops in hand.
     for index, value in enumerate(inputs):
         try:
             loop = compile_job(
@@ -116,6 +119,7 @@ def _loops(  # noqa: PLR0917 - private helper, called twice
         except RenderError as exc:
             early.append(_invalid_input(index, exc, trio.current_time()))
             continue
+        described[len(indices)] = (index, value)
         indices.append(index)
         yield loop
 
@@ -185,6 +189,7 @@ async def open_batch(
     batch_id: str | None = None,
     timeout: float | None = None,
     max_active: int | None = None,
+    deps: Any = None,
     **driver_options: Any,
 ) -> AsyncIterator[BatchStream[T]]:
     """Run ``task`` over ``inputs``; results arrive in completion order.
@@ -210,6 +215,8 @@ async def open_batch(
         batch_id: the prefix of run and session ids (default: a fresh random id).
         timeout: seconds each agent may take.
         max_active: agents in progress at once (bounds memory for huge batches).
+        deps: any object, handed to tools that take a :class:`~agentcore.RunContext`
+            (``ctx.deps``), with the run's index and input.
         **driver_options: passed to :func:`agentcore.open_driver`.
 
     Yields:
@@ -232,10 +239,10 @@ async def open_batch(
         )
         if warm_up:
             await warm_prefix(opened, task, batch_id=batch_id)
-        loops = _loops(task, inputs, batch_id, indices, early, None)
-        results = await stack.enter_async_context(
-            opened.stream(loops, timeout=timeout, max_active=max_active)
-        )
+        described: dict[int, tuple[int, Any]] = {}
+        loops = _loops(task, inputs, batch_id, indices, early, None, described)
+        group = Group(deps=deps, describe=described.pop)
+        results = await stack.enter_async_context(opened._stream(loops, timeout, max_active, group))
         yield BatchStream[T](results, indices, early)
 
 
@@ -325,6 +332,7 @@ async def map_reduce(
     warm: bool | None = None,
     batch_id: str | None = None,
     timeout: float | None = None,
+    deps: Any = None,
     **driver_options: Any,
 ) -> MapReduceResult[P, M, R]:
     """Plan, then map over the plan's items, then reduce the answers.
@@ -357,7 +365,13 @@ async def map_reduce(
         driver_options=driver_options,
     ) as (opened, warm_up):
         plan_results = await run_batch(
-            plan, [input], driver=opened, warm=False, batch_id=f"{batch_id}p", timeout=timeout
+            plan,
+            [input],
+            driver=opened,
+            warm=False,
+            batch_id=f"{batch_id}p",
+            timeout=timeout,
+            deps=deps,
         )
         plan_result = plan_results[0]
         if plan_result.status != "ok":
@@ -369,8 +383,10 @@ async def map_reduce(
         if warm_up:
             await warm_prefix(opened, map, batch_id=f"{batch_id}m")
         answers: list[Result[M]] = []
-        loops = _loops(map, planned, f"{batch_id}m", indices, early, f"{batch_id}p-0")
-        async with opened.stream(loops, timeout=timeout) as stream:
+        described: dict[int, tuple[int, Any]] = {}
+        loops = _loops(map, planned, f"{batch_id}m", indices, early, f"{batch_id}p-0", described)
+        group = Group(deps=deps, describe=described.pop)
+        async with opened._stream(loops, timeout, None, group) as stream:
             async for result in BatchStream[M](stream, indices, early):
                 answers.append(result)
         answers.sort(key=lambda r: r.index)
@@ -387,5 +403,6 @@ async def map_reduce(
             warm=False,
             batch_id=f"{batch_id}r",
             timeout=timeout,
+            deps=deps,
         )
         return MapReduceResult(plan_result, tuple(answers), reduced[0])

@@ -45,6 +45,7 @@ import math
 import random
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import trio
 
@@ -95,7 +96,9 @@ class Driver:
         executor: ToolExecutor,
         retry: RetryPolicy,
         rng: random.Random,
+        deps: Any = None,
     ) -> None:
+        self._deps = deps
         self._limiter = limiter
         self._executor = executor
         self._requests = ModelRequests(client, limiter, retry, rng.random)
@@ -160,6 +163,7 @@ class Driver:
     ) -> Run:
         scope = trio.CancelScope(deadline=math.inf if deadline is None else deadline)
         run = Run(index, loop, scope, trio.current_time())
+        run.deps = self._deps
         everything = self._everything
         everything.runs.add(run)
         if everything.cancelled:
@@ -168,6 +172,10 @@ class Driver:
             group.runs.add(run)
             if group.cancelled:
                 run.cancel()
+            if group.deps is not None:
+                run.deps = group.deps
+            if group.describe is not None:
+                run.input_index, run.input = group.describe(index)
         return run
 
     def _close_run(self, run: Run, group: Group | None) -> None:
@@ -191,7 +199,7 @@ class Driver:
                 elif isinstance(effect, CallTool):
                     run.tool_started()
                     try:
-                        event = await self._executor.call(effect)
+                        event = await self._executor.call(effect, run.tool_context)
                     finally:
                         run.tool_ended()
                 else:
@@ -240,7 +248,7 @@ class Driver:
         if isinstance(call, CallTool):
             run.tool_started()
             try:
-                return await self._executor.call(call)
+                return await self._executor.call(call, run.tool_context)
             finally:
                 run.tool_ended()
         run.pending_model = call
@@ -302,6 +310,7 @@ class Driver:
         *,
         timeout: float | None = None,
         max_active: int | None = None,
+        deps: Any = None,
     ) -> AsyncIterator[ResultStream]:
         """Run many loops at once; results arrive in completion order.
 
@@ -320,13 +329,25 @@ class Driver:
             timeout: seconds each run may take from its own start (``None``: no limit).
             max_active: runs in progress at once (``None``: all). Slots bound the model
                 requests either way; this bounds memory for very large batches.
+            deps: the ``deps`` of these runs' :class:`~agentcore.RunContext` (``None``: the
+                driver's).
 
         Yields:
             The :class:`ResultStream`.
         """
+        async with self._stream(loops, timeout, max_active, Group(deps=deps)) as results:
+            yield results
+
+    @asynccontextmanager
+    async def _stream(
+        self,
+        loops: Iterable[AgentLoop],
+        timeout: float | None,
+        max_active: int | None,
+        group: Group,
+    ) -> AsyncIterator[ResultStream]:
         if max_active is not None and max_active < 1:
             raise ConfigError(f"max_active must be at least 1, got {max_active}")
-        group = Group()
         send, receive = trio.open_memory_channel[Result](0)
         async with _body_nursery() as nursery:
             nursery.start_soon(self._feed, loops, timeout, max_active, group, send)

@@ -82,6 +82,7 @@ async def open_driver(
     transport: TransportKind | None = None,
     api_key: str | None = None,
     seed: int | None = None,
+    deps: Any = None,
     **backend_options: Any,
 ) -> AsyncIterator[Driver]:
     """Open a driver: a slot limiter, a tool executor and a model client for one backend.
@@ -110,6 +111,8 @@ async def open_driver(
         transport: ``"lean"`` or ``"httpx"`` (``None``: the backend's default).
         api_key: the API key for hosted backends.
         seed: seeds the back-off jitter, for reproducible schedules.
+        deps: any object, handed to tools in their :class:`~agentcore.RunContext`
+            (``ctx.deps``); a batch may give its own.
         **backend_options: dialect options passed to :func:`agentcore.wire.backend`.
 
     Yields:
@@ -159,6 +162,7 @@ async def open_driver(
             executor=executor,
             retry=retry,
             rng=random.Random(seed),
+            deps=deps,
         )
         try:
             yield driver

@@ -36,6 +36,7 @@ NAMESPACES = {
         "RetryPolicy", "SlotStatistics", "DriverStatistics", "RequestStats", "Summary",
         # the batch layer
         "BatchStream", "MapReduceResult", "map_reduce", "open_batch", "run_batch",
+        "BackendUnavailable",
         "warm_prefix", "Task", "load_task",
     },
     "agentcore.core": {

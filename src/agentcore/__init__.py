@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from ._stats import Summary as Summary
 
     # the batch layer (docs/batch.md)
+    from ._batch import BackendUnavailable as BackendUnavailable
     from ._batch import BatchStream as BatchStream
     from ._batch import MapReduceResult as MapReduceResult
     from ._batch import map_reduce as map_reduce
@@ -114,6 +115,7 @@ _EXPORTS: dict[str, str] = {
     "RequestStats": "_stats",
     "Summary": "_stats",
     # the batch layer (docs/batch.md)
+    "BackendUnavailable": "_batch",
     "BatchStream": "_batch",
     "MapReduceResult": "_batch",
     "map_reduce": "_batch",
@@ -131,6 +133,7 @@ __all__ = [
     "AbortKind",
     "AbortReason",
     "AgentcoreError",
+    "BackendUnavailable",
     "BatchStream",
     "ConfigError",
     "DecodeError",

@@ -9,6 +9,7 @@ a plan whose output lists items, one map agent per item, and a reduce agent over
 
 from __future__ import annotations
 
+import inspect
 import secrets
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
@@ -23,7 +24,7 @@ import trio
 from ._backends import backend as make_backend
 from ._codecs.codec import Backend
 from ._core.errors import ConfigError
-from ._core.events import AbortKind, AbortReason, ModelResponded
+from ._core.events import AbortKind, AbortReason, ErrorKind, ModelError, ModelFailed, ModelResponded
 from ._core.loop import AgentLoop
 from ._core.messages import Usage
 from ._core.schema import is_pydantic_model
@@ -39,7 +40,61 @@ P = TypeVar("P")
 M = TypeVar("M")
 R = TypeVar("R")
 
-__all__ = ["BatchStream", "MapReduceResult", "map_reduce", "open_batch", "run_batch", "warm_prefix"]
+__all__ = [
+    "BackendUnavailable",
+    "BatchStream",
+    "MapReduceResult",
+    "map_reduce",
+    "open_batch",
+    "run_batch",
+    "warm_prefix",
+]
+
+
+class BackendUnavailable(ConfigError):
+    """The backend cannot serve the batch: its warm-up request failed for good (connection
+    refused after retries, unknown route or model, rejected credentials, no quota).
+
+    Raised before any agent runs, instead of one failed result per input.
+
+    Attributes:
+        url: the URL of the request (``None`` when the model client does not say).
+        model: the model name (``None`` when the model client does not say).
+        error: the classified failure, with its ``kind`` and HTTP ``status``.
+    """
+
+    def __init__(self, url: str | None, model: str | None, error: ModelError) -> None:
+        status = f"HTTP {error.status}" if error.status is not None else "no response"
+        message = " ".join(error.message.split())
+        super().__init__(
+            f"the backend cannot serve this batch: warm-up request to {url or 'the backend'} "
+            f"(model {model!r}) failed: {status}, {error.kind.value}: {message}"
+        )
+        self.url = url
+        self.model = model
+        self.error = error
+
+
+_FATAL_AT_WARM_UP = frozenset({ErrorKind.CONNECTION, ErrorKind.AUTH, ErrorKind.NOT_FOUND})
+_FATAL_AT_WARM_UP |= {ErrorKind.QUOTA}
+# A warm-up request is a job's own first request, cut to one token: when it cannot connect
+# (after the driver's retries), hits no route or model, or is refused credentials or quota,
+# every job would fail the same way. Rate limits, overload and server errors may pass; bad
+# requests may be specific to the one-token request; so those let the batch start.
+
+
+async def _warm_or_stop(driver: Driver, task: Task[Any], *, batch_id: str) -> None:
+    call = prefix_call(task, run_id=f"{batch_id}-warm")
+    reply = await driver.call_model(call)
+    if isinstance(reply, ModelFailed) and reply.error.kind in _FATAL_AT_WARM_UP:
+        codec = getattr(driver._requests._client, "codec", None)
+        url: str | None = None
+        try:
+            url = codec.encode(call).url if codec is not None else None
+        except Exception:  # naming the URL is a courtesy; the failure is what matters
+            url = None
+        model = getattr(codec, "model", None)
+        raise BackendUnavailable(url, model if isinstance(model, str) else None, reply.error)
 
 
 def new_batch_id() -> str:
@@ -137,17 +192,38 @@ async def warm_prefix(driver: Driver, task: Task[Any], *, batch_id: str) -> Mode
     return reply if isinstance(reply, ModelResponded) else None
 
 
+_DRIVER_PARAMETERS = frozenset(inspect.signature(open_driver).parameters) - {"backend_options"}
+
+
 def _default_warm(
     backend: str | Backend | ModelClient | None, model: str, options: Mapping[str, Any]
 ) -> bool:
     if isinstance(backend, Backend):
         return backend.self_hosted
     if isinstance(backend, str):
+        # Only the backend's own options: ``retry=``, ``seed=``... are the driver's.
+        dialect = {k: v for k, v in options.items() if k not in _DRIVER_PARAMETERS}
         try:
-            return make_backend(backend, model=model or "warm-check", **options).self_hosted
+            return make_backend(backend, model=model or "warm-check", **dialect).self_hosted
         except ConfigError:
             return False
     return False
+
+
+def _check_driver_tools(driver: Driver, tools: Sequence[Tool[..., Any]]) -> None:
+    """Refuse a driver that lacks a task's tools: every call would fail as ``unknown_tool``
+    while the runs still end ``ok``."""
+    has = driver.executor.tools
+    missing = [
+        t.name if t.name not in has else f"{t.name} (the driver has another tool of that name)"
+        for t in tools
+        if has.get(t.name) is not t
+    ]
+    if missing:
+        raise ConfigError(
+            f"the driver was opened without the task's tools: {', '.join(missing)} "
+            f"(it has: {', '.join(sorted(has)) or 'none'}); pass them to open_driver(tools=...)"
+        )
 
 
 @asynccontextmanager
@@ -166,6 +242,7 @@ async def _driver_for(
     if driver is not None:
         if backend is not None or driver_options:
             raise ConfigError("pass either driver= or backend options, not both")
+        _check_driver_tools(driver, stack_tools)
         yield driver, bool(warm)
         return
     if backend is None:
@@ -211,7 +288,8 @@ async def open_batch(
         driver: an open driver to use instead of opening one (its tools must include the
             task's).
         warm: send the shared prefix once before the fan-out. ``None``: on for self-hosted
-            backends, off for hosted APIs and model clients.
+            backends, off for hosted APIs and model clients. A warm-up request that fails
+            for good raises :class:`BackendUnavailable` before any agent runs.
         batch_id: the prefix of run and session ids (default: a fresh random id).
         timeout: seconds each agent may take.
         max_active: agents in progress at once (bounds memory for huge batches).
@@ -221,6 +299,10 @@ async def open_batch(
 
     Yields:
         A :class:`BatchStream`. Leaving the block early cancels what is still running.
+
+    Raises:
+        ConfigError: ``driver`` lacks some of the task's tools, or options conflict.
+        BackendUnavailable: the warm-up request failed for good (no agent was run).
     """
     batch_id = batch_id or new_batch_id()
     indices: list[int] = []
@@ -238,7 +320,7 @@ async def open_batch(
             )
         )
         if warm_up:
-            await warm_prefix(opened, task, batch_id=batch_id)
+            await _warm_or_stop(opened, task, batch_id=batch_id)
         described: dict[int, tuple[int, Any]] = {}
         loops = _loops(task, inputs, batch_id, indices, early, None, described)
         group = Group(deps=deps, describe=described.pop)
@@ -381,7 +463,7 @@ async def map_reduce(
         indices: list[int] = []
         early: deque[Result[Any]] = deque()
         if warm_up:
-            await warm_prefix(opened, map, batch_id=f"{batch_id}m")
+            await _warm_or_stop(opened, map, batch_id=f"{batch_id}m")
         answers: list[Result[M]] = []
         described: dict[int, tuple[int, Any]] = {}
         loops = _loops(map, planned, f"{batch_id}m", indices, early, f"{batch_id}p-0", described)

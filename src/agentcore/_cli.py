@@ -29,7 +29,7 @@ from ._results import Result
 from ._serde import dumps
 from ._sim import SimConfig, run_sim_server
 from ._stats import DriverStatistics
-from ._task import Task
+from ._task import RenderError, Task
 from ._taskfile import TaskFileError, load_task
 
 __all__ = ["main"]
@@ -254,9 +254,19 @@ def _driver_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
+def _check_first_input(task: Task[Any], inputs: Sequence[Any], path: str) -> None:
+    """A placeholder typo in the template shows on the first input, before any model time."""
+    if inputs:
+        try:
+            task.check_input(inputs[0])
+        except RenderError as exc:
+            raise RenderError(f"{path}, first input: {exc}") from None
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     task = load_task(args.task)
     inputs = read_inputs(Path(args.inputs))
+    _check_first_input(task, inputs, args.inputs)
     out_path = Path(args.output)
     if out_path.exists() and out_path.stat().st_size and not (args.resume or args.force):
         raise ConfigError(
@@ -400,7 +410,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\nagentcore: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BaseExceptionGroup as group:
+        # A configuration error found inside the batch's nursery (the warm-up failing for
+        # good) arrives wrapped in an exception group.
+        single = _only_config_error(group)
+        if single is None:
+            raise
+        print(f"agentcore: error: {single}", file=sys.stderr)
+        return EXIT_USAGE
     return code
+
+
+def _only_config_error(group: BaseExceptionGroup[BaseException]) -> ConfigError | None:
+    while len(group.exceptions) == 1 and isinstance(group.exceptions[0], BaseExceptionGroup):
+        group = group.exceptions[0]
+    if len(group.exceptions) == 1 and isinstance(group.exceptions[0], ConfigError):
+        return group.exceptions[0]
+    return None
 
 
 if __name__ == "__main__":

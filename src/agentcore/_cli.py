@@ -96,11 +96,42 @@ def finished_indices(path: Path) -> set[int]:
     return done
 
 
+def drop_unfinished(path: Path) -> int:
+    """Remove the lines of inputs that did not finish ``ok`` (failed, cancelled) from an output
+    file, so that a resumed run runs them again; a torn last line is cut off too. The file is
+    replaced atomically. Returns how many lines were removed."""
+    if not path.exists():
+        return 0
+    data = path.read_bytes()
+    lines = data[: data.rfind(b"\n") + 1].splitlines(keepends=True)
+    kept: list[bytes] = []
+    for line in lines:
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            kept.append(line)  # not ours to judge; resuming ignores it
+            continue
+        if not isinstance(record, dict) or record.get("status") in (None, "ok"):
+            kept.append(line)
+    spare = path.with_name(path.name + ".retry-failed")
+    spare.write_bytes(b"".join(kept))
+    os.replace(spare, path)
+    return len(lines) - len(kept)
+
+
 def result_record(result: Result, index: int, *, transcript: bool = False) -> dict[str, Any]:
-    """The JSON object written for one finished input."""
-    error = None
+    """The JSON object written for one finished input.
+
+    A failed input's ``error`` holds the abort ``kind`` and ``message`` and, when a model
+    request failed, the model error's kind (``model_error``: ``not_found``, ``auth``,
+    ``connection``...) and its ``http_status`` (``null`` without a response).
+    """
+    error: dict[str, Any] | None = None
     if result.error is not None:
         error = {"kind": result.error.kind.value, "message": result.error.message}
+        cause = result.error.error
+        error["model_error"] = cause.kind.value if cause is not None else None
+        error["http_status"] = cause.status if cause is not None else None
     record: dict[str, Any] = {
         "index": index,
         "status": result.status,
@@ -206,6 +237,7 @@ async def _execute(
     transcripts: bool,
     progress_enabled: bool,
     driver_options: dict[str, Any],
+    batch_options: dict[str, Any] | None = None,
 ) -> tuple[list[Result], DriverStatistics]:
     results: list[Result] = []
     progress = _Progress(len(inputs), sys.stderr, progress_enabled)
@@ -223,7 +255,12 @@ async def _execute(
 
                 nursery.start_soon(refresh)
             async with open_batch(
-                task, inputs, driver=driver, warm=warm, batch_id=new_batch_id()
+                task,
+                inputs,
+                driver=driver,
+                warm=warm,
+                batch_id=new_batch_id(),
+                **(batch_options or {}),
             ) as stream:
                 async for result in stream:
                     results.append(result)
@@ -246,6 +283,10 @@ def _driver_options(args: argparse.Namespace) -> dict[str, Any]:
     options: dict[str, Any] = {}
     if args.stream is not None:
         options["stream"] = args.stream
+    if getattr(args, "slot_policy", None) is not None:
+        options["slot_policy"] = args.slot_policy
+    if getattr(args, "adaptive", False):
+        options["adaptive"] = True
     if getattr(args, "api_key_env", None):
         key = os.environ.get(args.api_key_env)
         if not key:
@@ -268,6 +309,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     inputs = read_inputs(Path(args.inputs))
     _check_first_input(task, inputs, args.inputs)
     out_path = Path(args.output)
+    if args.retry_failed:
+        if args.force:
+            raise ConfigError(
+                "--retry-failed continues the output; it cannot be combined with --force"
+            )
+        retried = drop_unfinished(out_path)
+        print(f"retrying {retried} failed or cancelled inputs", file=sys.stderr)
+        args.resume = True  # and run the inputs not in the output yet, as --resume does
     if out_path.exists() and out_path.stat().st_size and not (args.resume or args.force):
         raise ConfigError(
             f"{out_path} exists: pass --resume to continue it or --force to overwrite it"
@@ -290,6 +339,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 transcripts=args.transcripts,
                 progress_enabled=sys.stderr.isatty() and not args.quiet,
                 driver_options=_driver_options(args),
+                batch_options={"timeout": args.timeout, "max_active": args.max_active},
             )
         )
     if not args.quiet:
@@ -349,6 +399,26 @@ def _cmd_sim(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agentcore",
@@ -371,6 +441,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--model", default="sim", help="model name sent to the backend")
     run.add_argument("--max-inflight", type=int, default=32, help="inference slots")
     run.add_argument("--resume", action="store_true", help="skip inputs already in the output")
+    run.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="run failed and cancelled inputs again, replacing their lines (implies --resume)",
+    )
     run.add_argument("--force", action="store_true", help="overwrite an existing output")
     run.add_argument("--transcripts", action="store_true", help="include transcripts")
     run.add_argument("--api-key-env", help="environment variable holding the API key")
@@ -379,6 +454,29 @@ def _parser() -> argparse.ArgumentParser:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="stream replies (default: the backend's default)",
+    )
+    run.add_argument(
+        "--slot-policy",
+        choices=("fifo", "priority"),
+        default=None,
+        help="order of waiting model requests (default: fifo)",
+    )
+    run.add_argument(
+        "--adaptive",
+        action="store_true",
+        help="shrink the slot limit when the server signals overload, grow it back on success",
+    )
+    run.add_argument(
+        "--max-active",
+        type=_positive_int,
+        default=None,
+        help="agents in progress at once (default: all; bounds memory for huge batches)",
+    )
+    run.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=None,
+        help="seconds each agent may take (default: no limit)",
     )
     run.add_argument("-q", "--quiet", action="store_true", help="no progress or summary")
     run.set_defaults(handler=_cmd_run)

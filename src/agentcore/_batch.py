@@ -14,7 +14,7 @@ import secrets
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, NamedTuple, TypeVar, cast
 
 import attrs
 import cattrs
@@ -256,7 +256,7 @@ async def _driver_for(
 @asynccontextmanager
 async def open_batch(
     task: Task[T],
-    inputs: Iterable[Any],
+    inputs: Iterable[object],
     *,
     backend: str | Backend | ModelClient | None = None,
     model: str = "",
@@ -330,7 +330,7 @@ async def open_batch(
 
 async def run_batch(
     task: Task[T],
-    inputs: Iterable[Any],
+    inputs: Iterable[object],
     *,
     backend: str | Backend | ModelClient | None = None,
     model: str = "",
@@ -356,12 +356,11 @@ async def run_batch(
     return collected
 
 
-@attrs.frozen
-class MapReduceResult(Generic[P, M, R]):
+class MapReduceResult(NamedTuple, Generic[P, M, R]):
     """The three stages of :func:`map_reduce`. Unpacks as ``plan, answers, summary``.
 
     ``MapReduceResult[P, M, R]`` holds the results of a ``Task[P]`` plan, ``Task[M]`` map
-    agents and a ``Task[R]`` reducer.
+    agents and a ``Task[R]`` reducer; unpacked, each name keeps its own type.
     """
 
     plan: Result[P]
@@ -369,9 +368,6 @@ class MapReduceResult(Generic[P, M, R]):
     """One result per planned item, in plan order (failed ones included)."""
     summary: Result[R] | None
     """The reduce agent's result; ``None`` when the plan failed."""
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter((self.plan, self.answers, self.summary))
 
 
 def _default_items(output: Any) -> list[Any]:
@@ -405,8 +401,8 @@ async def map_reduce(
     plan: Task[P],
     map: Task[M],
     reduce: Task[R],
-    input: Any,
-    items: Callable[[P], Iterable[Any]] | None = None,
+    input: object,
+    items: Callable[[P], Iterable[object]] | None = None,
     backend: str | Backend | ModelClient | None = None,
     model: str = "",
     max_inflight: int = 32,
@@ -458,7 +454,7 @@ async def map_reduce(
         plan_result = plan_results[0]
         if plan_result.status != "ok":
             return MapReduceResult(plan_result, (), None)
-        split: Callable[[P], Iterable[Any]] = items or _default_items
+        split: Callable[[P], Iterable[object]] = items or _default_items
         planned = list(split(cast("P", plan_result.output)))
         indices: list[int] = []
         early: deque[Result[Any]] = deque()

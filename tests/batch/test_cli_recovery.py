@@ -113,3 +113,20 @@ def test_bad_flag_values_exit_2_before_anything_runs(tmp_path: Path) -> None:
         assert proc.returncode == 2, (flags, proc.stderr)
         assert message in proc.stderr, (flags, proc.stderr)
         assert not out.exists()
+
+
+def test_retry_failed_reruns_cancelled_inputs_and_inputs_not_in_the_output(tmp_path: Path) -> None:
+    task = _write_task(tmp_path, 0.0)
+    inputs = tmp_path / "inputs.jsonl"
+    inputs.write_bytes(b'{"term": "a"}\n{"term": "b"}\n{"term": "c"}\n')
+    out = tmp_path / "out.jsonl"
+    done = b'{"index": 0, "status": "ok", "output": {"term": "a"}}\n'
+    # A run interrupted by Ctrl-C: input 1 cancelled, input 2 never reported, a torn line.
+    out.write_bytes(done + b'{"index": 1, "status": "cancelled", "error": {}}\n{"index": 2, "st')
+    proc = _run("run", task, inputs, "-o", out, "-q", "--retry-failed")
+    assert proc.returncode == 0, proc.stderr
+    lines = out.read_bytes().splitlines(keepends=True)
+    assert lines[0] == done
+    records = _records(out)
+    assert sorted(r["index"] for r in records) == [0, 1, 2]  # type: ignore[type-var]
+    assert all(r["status"] == "ok" for r in records)

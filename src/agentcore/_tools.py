@@ -453,7 +453,9 @@ def tool(
             \"\"\"
 
     Every parameter needs a type annotation that :func:`agentcore._core.schema.json_schema`
-    supports; ``*args`` and ``**kwargs`` are not allowed. The docstring's text before its
+    supports; ``*args`` and ``**kwargs`` are not allowed. One parameter may be annotated
+    :class:`~agentcore.RunContext` instead: it is no argument of the model, and receives the
+    calling run's context (index, input, ids, ``deps``). The docstring's text before its
     first section is the tool's description; its ``Args:`` entries describe the parameters.
     A ``str`` result is shown to the model as is; any other result is encoded as JSON
     (see :func:`encode_result`).

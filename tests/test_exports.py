@@ -30,7 +30,7 @@ NAMESPACES = {
         "ModelParams", "Usage", "AbortKind", "AbortReason", "ErrorKind", "ModelError",
         "ToolError", "Budget", "BudgetExceeded", "UsageLimits",
         # tools
-        "Tool", "tool", "ToolExecutorStatistics", "ToolStatistics",
+        "Tool", "tool", "ToolExecutorStatistics", "ToolStatistics", "RunContext",
         # the driver
         "Driver", "open_driver", "Fallback", "FallbackPolicy", "Result", "ResultStream",
         "RunTimings", "Timeouts",
@@ -42,6 +42,7 @@ NAMESPACES = {
         "Generation", "GenerationError", "GenerationStream", "ModelDelta", "ModelReplied",
         "RequestFailed", "RequestStarted", "RetryScheduled", "RunAborted", "RunFinished",
         "StepEvent", "StepSink", "StepStream", "ToolEnded", "ToolStarted", "Agent",
+        "BackendUnavailable",
     },
     "agentcore.core": {
         "AgentLoop", "LoopConfig", "LoopSnapshot", "LoopStatistics", "RunState",

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from ._core.budgets import UsageLimits as UsageLimits
 
     # tools
+    from ._context import RunContext as RunContext
     from ._tools import Tool as Tool
     from ._tools import tool as tool
     from ._tool_executor import ToolExecutorStatistics as ToolExecutorStatistics
@@ -74,6 +75,7 @@ if TYPE_CHECKING:
     from ._stats import Summary as Summary
 
     # the batch layer (docs/batch.md)
+    from ._warmup import BackendUnavailable as BackendUnavailable
     from ._batch import BatchStream as BatchStream
     from ._batch import MapReduceResult as MapReduceResult
     from ._batch import map_reduce as map_reduce
@@ -124,6 +126,7 @@ _EXPORTS: dict[str, str] = {
     "BudgetExceeded": "_core.budgets",
     "UsageLimits": "_core.budgets",
     # tools
+    "RunContext": "_context",
     "Tool": "_tools",
     "tool": "_tools",
     "ToolExecutorStatistics": "_tool_executor",
@@ -143,6 +146,7 @@ _EXPORTS: dict[str, str] = {
     "RequestStats": "_stats",
     "Summary": "_stats",
     # the batch layer (docs/batch.md)
+    "BackendUnavailable": "_warmup",
     "BatchStream": "_batch",
     "MapReduceResult": "_batch",
     "map_reduce": "_batch",
@@ -179,6 +183,7 @@ __all__ = [
     "Agent",
     "AbortReason",
     "AgentcoreError",
+    "BackendUnavailable",
     "BatchStream",
     "Budget",
     "BudgetExceeded",
@@ -208,6 +213,7 @@ __all__ = [
     "RetryScheduled",
     "RunAborted",
     "RunFinished",
+    "RunContext",
     "RunTimings",
     "SlotStatistics",
     "StepEvent",

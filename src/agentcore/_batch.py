@@ -15,7 +15,7 @@ import secrets
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, NamedTuple, TypeVar, cast
 
 import attrs
 import cattrs
@@ -33,7 +33,7 @@ from ._core.schema import is_pydantic_model
 from ._driver import Driver
 from ._model_client import ModelClient
 from ._open import open_driver
-from ._results import Result, ResultStream, RunTimings
+from ._results import Group, Result, ResultStream, RunTimings
 from ._steps import StepSink
 from ._task import RenderError, Task, compile_job, job_run_id
 from ._tools import Tool
@@ -45,7 +45,14 @@ P = TypeVar("P")
 M = TypeVar("M")
 R = TypeVar("R")
 
-__all__ = ["BatchStream", "MapReduceResult", "map_reduce", "open_batch", "run_batch", "warm_prefix"]
+__all__ = [
+    "BatchStream",
+    "MapReduceResult",
+    "map_reduce",
+    "open_batch",
+    "run_batch",
+    "warm_prefix",
+]
 
 
 def new_batch_id() -> str:
@@ -119,8 +126,11 @@ def _loops(  # noqa: PLR0917 - private helper, called twice
     indices: list[int],
     early: deque[Result[Any]],
     parent_session_id: str | None,
+    described: dict[int, tuple[int, Any]],
 ) -> Iterator[AgentLoop]:
     # Consumed lazily by the driver, so a huge input list is never compiled all at once.
+    # ``described`` holds each compiled loop's input until the driver opens its run (the
+    # run's ``RunContext`` carries it), so it never holds more than the loops in hand.
     for index, value in enumerate(inputs):
         try:
             loop = compile_job(
@@ -129,6 +139,7 @@ def _loops(  # noqa: PLR0917 - private helper, called twice
         except RenderError as exc:
             early.append(_invalid_input(index, exc, trio.current_time()))
             continue
+        described[len(indices)] = (index, value)
         indices.append(index)
         yield loop
 
@@ -149,6 +160,22 @@ def _strategy(warm: bool | str | None, driver: Driver) -> WarmUp:
     return warm
 
 
+def _check_driver_tools(driver: Driver, tools: Sequence[Tool[..., Any]]) -> None:
+    """Refuse a driver that lacks a task's tools: every call would fail as ``unknown_tool``
+    while the runs still end ``ok``."""
+    has = driver.executor.tools
+    missing = [
+        t.name if t.name not in has else f"{t.name} (the driver has another tool of that name)"
+        for t in tools
+        if has.get(t.name) is not t
+    ]
+    if missing:
+        raise ConfigError(
+            f"the driver was opened without the task's tools: {', '.join(missing)} "
+            f"(it has: {', '.join(sorted(has)) or 'none'}); pass them to open_driver(tools=...)"
+        )
+
+
 @asynccontextmanager
 async def _driver_for(
     stack_tools: Sequence[Tool[..., Any]],
@@ -165,6 +192,7 @@ async def _driver_for(
     if driver is not None:
         if backend is not None or driver_options:
             raise ConfigError("pass either driver= or backend options, not both")
+        _check_driver_tools(driver, stack_tools)
         yield driver, _strategy(warm, driver)
         return
     if backend is None:
@@ -178,7 +206,7 @@ async def _driver_for(
 @asynccontextmanager
 async def open_batch(
     task: Task[T],
-    inputs: Iterable[Any],
+    inputs: Iterable[object],
     *,
     backend: str | Backend | ModelClient | None = None,
     model: str = "",
@@ -191,6 +219,7 @@ async def open_batch(
     budget: UsageLimits | None = None,
     on_budget: OnBudget = "finish",
     steps: StepSink | None = None,
+    deps: Any = None,
     **driver_options: Any,
 ) -> AsyncIterator[BatchStream[T]]:
     """Run ``task`` over ``inputs``; results arrive in completion order.
@@ -216,7 +245,8 @@ async def open_batch(
             every slot). ``None``: the strategy of the driver's backend
             (``backend(warm_up=...)``; off for hosted APIs and model clients), whether the
             driver is opened here or given; ``True``: that strategy, at least ``"request"``;
-            ``False``: off.
+            ``False``: off. A warm-up request that fails for good raises
+            :class:`~agentcore.BackendUnavailable` before any agent runs.
         batch_id: the prefix of run and session ids (default: a fresh random id).
         timeout: seconds each agent may take.
         max_active: agents in progress at once (bounds memory for huge batches).
@@ -226,12 +256,17 @@ async def open_batch(
             ``AbortKind.BUDGET_EXHAUSTED``.
         on_budget: ``"finish"`` lets the agents already going end on their own;
             ``"cancel"`` ends them at once with the budget as their reason.
-
+        deps: any object, handed to tools that take a :class:`~agentcore.RunContext`
+            (``ctx.deps``), with the run's index and input.
         steps: receives every agent's step events (``Driver.stream``; docs/watching.md).
         **driver_options: passed to :func:`agentcore.open_driver`.
 
     Yields:
         A :class:`BatchStream`. Leaving the block early cancels what is still running.
+
+    Raises:
+        ConfigError: ``driver`` lacks some of the task's tools, or options conflict.
+        BackendUnavailable: the warm-up request failed for good (no agent was run).
     """
     batch_id = batch_id or new_batch_id()
     indices: list[int] = []
@@ -251,23 +286,18 @@ async def open_batch(
         report = None
         if warm_up != "off":
             report = await warm_up_cache(opened, task, batch_id=batch_id, strategy=warm_up)
-        loops = _loops(task, inputs, batch_id, indices, early, None)
-        results = await stack.enter_async_context(
-            opened.stream(
-                loops,
-                timeout=timeout,
-                max_active=max_active,
-                budget=budget,
-                on_budget=on_budget,
-                steps=steps,
-            )
+        described: dict[int, tuple[int, Any]] = {}
+        loops = _loops(task, inputs, batch_id, indices, early, None, described)
+        group = opened._group(
+            steps=steps, deps=deps, describe=described.pop, budget=budget, on_budget=on_budget
         )
+        results = await stack.enter_async_context(opened._stream(loops, timeout, max_active, group))
         yield BatchStream[T](results, indices, early, report)
 
 
 async def run_batch(
     task: Task[T],
-    inputs: Iterable[Any],
+    inputs: Iterable[object],
     *,
     backend: str | Backend | ModelClient | None = None,
     model: str = "",
@@ -293,12 +323,11 @@ async def run_batch(
     return collected
 
 
-@attrs.frozen
-class MapReduceResult(Generic[P, M, R]):
+class MapReduceResult(NamedTuple, Generic[P, M, R]):
     """The three stages of :func:`map_reduce`. Unpacks as ``plan, answers, summary``.
 
     ``MapReduceResult[P, M, R]`` holds the results of a ``Task[P]`` plan, ``Task[M]`` map
-    agents and a ``Task[R]`` reducer.
+    agents and a ``Task[R]`` reducer; unpacked, each name keeps its own type.
     """
 
     plan: Result[P]
@@ -306,9 +335,6 @@ class MapReduceResult(Generic[P, M, R]):
     """One result per planned item, in plan order (failed ones included)."""
     summary: Result[R] | None
     """The reduce agent's result; ``None`` when the plan failed."""
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter((self.plan, self.answers, self.summary))
 
 
 def _default_items(output: Any) -> list[Any]:
@@ -342,8 +368,8 @@ async def map_reduce(
     plan: Task[P],
     map: Task[M],
     reduce: Task[R],
-    input: Any,
-    items: Callable[[P], Iterable[Any]] | None = None,
+    input: object,
+    items: Callable[[P], Iterable[object]] | None = None,
     backend: str | Backend | ModelClient | None = None,
     model: str = "",
     max_inflight: int = 32,
@@ -351,6 +377,7 @@ async def map_reduce(
     warm: bool | str | None = None,
     batch_id: str | None = None,
     timeout: float | None = None,
+    deps: Any = None,
     **driver_options: Any,
 ) -> MapReduceResult[P, M, R]:
     """Plan, then map over the plan's items, then reduce the answers.
@@ -383,21 +410,29 @@ async def map_reduce(
         driver_options=driver_options,
     ) as (opened, warm_up):
         plan_results = await run_batch(
-            plan, [input], driver=opened, warm=False, batch_id=f"{batch_id}p", timeout=timeout
+            plan,
+            [input],
+            driver=opened,
+            warm=False,
+            batch_id=f"{batch_id}p",
+            timeout=timeout,
+            deps=deps,
         )
         plan_result = plan_results[0]
         if plan_result.status != "ok":
             return MapReduceResult(plan_result, (), None)
-        split: Callable[[P], Iterable[Any]] = items or _default_items
+        split: Callable[[P], Iterable[object]] = items or _default_items
         planned = list(split(cast("P", plan_result.output)))
         indices: list[int] = []
         early: deque[Result[Any]] = deque()
         if warm_up != "off":
             await warm_up_cache(opened, map, batch_id=f"{batch_id}m", strategy=warm_up)
         answers: list[Result[M]] = []
+        described: dict[int, tuple[int, Any]] = {}
         planner = job_run_id(f"{batch_id}p", 0)
-        loops = _loops(map, planned, f"{batch_id}m", indices, early, planner)
-        async with opened.stream(loops, timeout=timeout) as stream:
+        loops = _loops(map, planned, f"{batch_id}m", indices, early, planner, described)
+        group = Group(deps=deps, describe=described.pop)
+        async with opened._stream(loops, timeout, None, group) as stream:
             async for result in BatchStream[M](stream, indices, early):
                 answers.append(result)
         answers.sort(key=lambda r: r.index)
@@ -414,5 +449,6 @@ async def map_reduce(
             warm=False,
             batch_id=f"{batch_id}r",
             timeout=timeout,
+            deps=deps,
         )
         return MapReduceResult(plan_result, tuple(answers), reduced[0])

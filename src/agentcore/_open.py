@@ -163,6 +163,7 @@ async def open_driver(
     seed: int | None = None,
     fallback: Sequence[str | Backend | ModelClient | Fallback] = (),
     fallback_on: Iterable[ErrorKind] | None = None,
+    deps: Any = None,
     **backend_options: Any,
 ) -> AsyncIterator[Driver]:
     """Open a driver: a slot limiter, a tool executor and a model client for one backend.
@@ -196,6 +197,8 @@ async def open_driver(
             or :class:`~agentcore.Fallback` values with their own model, slots and key.
         fallback_on: the error kinds that send a request on to the next backend (default:
             :data:`~agentcore._core.fallback.DEFAULT_FALLBACK_ON`).
+        deps: any object, handed to tools in their :class:`~agentcore.RunContext`
+            (``ctx.deps``); a batch may give its own.
         **backend_options: dialect options passed to :func:`agentcore.wire.backend`.
 
     Yields:
@@ -264,6 +267,7 @@ async def open_driver(
             primary_name=primary_name,
             self_hosted=configured is not None and configured.self_hosted,
             backend=configured,
+            deps=deps,
         )
         try:
             yield driver

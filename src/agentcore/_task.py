@@ -148,6 +148,38 @@ class Task(Generic[T]):
         )
 
     @property
+    def placeholders(self) -> tuple[str, ...]:
+        """The names of the template's placeholders, in order of first use."""
+        names: dict[str, None] = {}
+        for _, name, _, _ in string.Formatter().parse(self.prompt):
+            if name is not None:
+                names.setdefault(name, None)
+        return tuple(names)
+
+    def check_input(self, value: Any) -> None:
+        """Check that ``value`` fills every placeholder of the template (a mapping needs each
+        placeholder as a key; any other value fills ``{input}`` only).
+
+        Use it on the first input of a uniform input file to find a typo in the template
+        before any model time is spent.
+
+        Raises:
+            RenderError: naming the placeholders ``value`` lacks and the keys it has.
+        """
+        keys = value if isinstance(value, Mapping) else {"input": value}
+        missing = [name for name in self.placeholders if name not in keys]
+        if missing:
+            shown = ", ".join(f"{{{name}}}" for name in missing)
+            if isinstance(value, Mapping):
+                has = f"its keys: {', '.join(sorted(map(str, value))) or 'none'}"
+            else:
+                has = "it is not an object, so it fills {input} only"
+            raise RenderError(
+                f"the prompt template's placeholder{'s' if len(missing) > 1 else ''} {shown} "
+                f"{'are' if len(missing) > 1 else 'is'} not in the input ({has})"
+            )
+
+    @property
     def prefix_text(self) -> str:
         """The template's literal text before the first placeholder (shared by every job)."""
         head = []

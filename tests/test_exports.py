@@ -44,7 +44,7 @@ NAMESPACES = {
         "LocalProtocolError",
         "Abort", "CallModel", "CallTool", "CancelRequested", "Effect", "Event", "Finish",
         "ModelFailed", "ModelResponded", "ToolFailed", "ToolReturned",
-        "AgentHints", "AssistantMessage", "Message", "OutputSpec", "ServerTiming",
+        "AgentHints", "AssistantMessage", "Image", "Message", "OutputSpec", "ServerTiming",
         "SystemMessage", "ToolCall", "ToolMessage", "ToolSpec", "UserMessage",
         "SlotQueue", "dumps", "loads",
     },

@@ -25,10 +25,10 @@ from ._core.config import LoopConfig
 from ._core.errors import ConfigError
 from ._core.events import CallModel
 from ._core.loop import AgentLoop
-from ._core.messages import Message, ModelParams, SystemMessage, UserMessage
+from ._core.messages import Image, Message, ModelParams, SystemMessage, UserMessage
 from ._tools import Tool
 
-__all__ = ["RenderError", "Task", "compile_job", "prefix_call", "render_prompt"]
+__all__ = ["RenderError", "Task", "compile_job", "prefix_call", "render_message", "render_prompt"]
 
 
 class RenderError(ConfigError):
@@ -150,11 +150,65 @@ def render_prompt(task: Task, value: Any) -> str:
         raise RenderError(f"input does not fit the prompt template: {exc}") from None
 
 
-def _messages(task: Task, user_text: str) -> list[Message]:
+def _images_of(value: Any) -> tuple[Image, ...] | None:
+    """``value`` as the images a placeholder stands for, or ``None`` if it is not images."""
+    if isinstance(value, Image):
+        return (value,)
+    if isinstance(value, list | tuple) and value and all(isinstance(v, Image) for v in value):
+        return tuple(value)
+    return None
+
+
+def render_message(task: Task, value: Any) -> UserMessage:
+    """The user message for one input: the filled template, with the images of the input.
+
+    A placeholder whose value is an :class:`~agentcore.core.Image` (or a list of them) puts
+    the image(s) at its place in the text instead of text.
+
+    Raises:
+        RenderError: the input does not fit the template.
+    """
+    fields: Mapping[str, Any] = value if isinstance(value, Mapping) else {"input": value}
+    if not any(_images_of(v) is not None for v in fields.values()):
+        return UserMessage(render_prompt(task, value))
+    formatter = string.Formatter()
+    text: list[str] = []
+    length = 0
+    images: list[Image] = []
+    try:
+        for literal, name, raw_spec, conversion in formatter.parse(task.prompt):
+            text.append(literal)
+            length += len(literal)
+            if name is None:
+                continue
+            if name not in fields:
+                raise KeyError(name)
+            field = fields[name]
+            placed = _images_of(field)
+            if placed is not None:
+                images.extend(attrs.evolve(image, at=length) for image in placed)
+                continue
+            spec = raw_spec or ""
+            if "{" in spec:
+                spec = formatter.vformat(spec, (), fields)
+            piece = formatter.format_field(formatter.convert_field(field, conversion), spec)
+            text.append(piece)
+            length += len(piece)
+    except KeyError as exc:
+        raise RenderError(
+            f"input has no value for placeholder {{{exc.args[0]}}} "
+            f"(it has: {', '.join(sorted(map(str, fields))) or 'nothing'})"
+        ) from None
+    except (ValueError, IndexError, AttributeError) as exc:
+        raise RenderError(f"input does not fit the prompt template: {exc}") from None
+    return UserMessage("".join(text), images)
+
+
+def _messages(task: Task, user: str | UserMessage) -> list[Message]:
     messages: list[Message] = []
     if task.system:
         messages.append(SystemMessage(task.system))
-    messages.append(UserMessage(user_text))
+    messages.append(user if isinstance(user, UserMessage) else UserMessage(user))
     return messages
 
 
@@ -171,7 +225,7 @@ def compile_job(
         RenderError: the input does not fit the template.
     """
     return AgentLoop(
-        task._config(run_id, parent_session_id), _messages(task, render_prompt(task, value))
+        task._config(run_id, parent_session_id), _messages(task, render_message(task, value))
     )
 
 

@@ -30,7 +30,8 @@ NAMESPACES = {
         "ModelParams", "Usage", "AbortKind", "AbortReason", "ErrorKind", "ModelError",
         "ToolError", "Budget", "BudgetExceeded", "UsageLimits",
         # tools
-        "Tool", "tool", "ToolExecutorStatistics", "ToolStatistics",
+        "Tool", "tool", "ToolExecutorStatistics", "ToolStatistics", "McpServer",
+        "McpToolError", "open_mcp_tools",
         # the driver
         "Driver", "open_driver", "Fallback", "FallbackPolicy", "Result", "ResultStream",
         "RunTimings", "Timeouts",

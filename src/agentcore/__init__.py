@@ -54,6 +54,9 @@ if TYPE_CHECKING:
     from ._tools import Tool as Tool
     from ._tools import tool as tool
     from ._tool_executor import ToolExecutorStatistics as ToolExecutorStatistics
+    from ._mcp import McpServer as McpServer
+    from ._mcp import McpToolError as McpToolError
+    from ._mcp import open_mcp_tools as open_mcp_tools
     from ._tool_executor import ToolStatistics as ToolStatistics
 
     # the trio driver (docs/driver.md)
@@ -106,6 +109,9 @@ _EXPORTS: dict[str, str] = {
     "Tool": "_tools",
     "tool": "_tools",
     "ToolExecutorStatistics": "_tool_executor",
+    "McpServer": "_mcp",
+    "McpToolError": "_mcp",
+    "open_mcp_tools": "_mcp",
     "ToolStatistics": "_tool_executor",
     # the trio driver (docs/driver.md)
     "Driver": "_driver",
@@ -151,6 +157,8 @@ __all__ = [
     "FallbackPolicy",
     "InternalError",
     "MapReduceResult",
+    "McpServer",
+    "McpToolError",
     "ModelError",
     "ModelParams",
     "RenderError",
@@ -174,6 +182,7 @@ __all__ = [
     "map_reduce",
     "open_batch",
     "open_driver",
+    "open_mcp_tools",
     "run_batch",
     "tool",
     "warm_prefix",

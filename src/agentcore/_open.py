@@ -24,6 +24,7 @@ from ._core.slots import SlotPolicy
 from ._core.validators import check_choice
 from ._driver import Driver
 from ._fallback import Fallback
+from ._mcp import McpServer, open_mcp_tools
 from ._model_client import HttpModelClient, ModelClient
 from ._sim import open_sim_server
 from ._slot_limiter import SlotLimiter
@@ -150,6 +151,7 @@ async def open_driver(
     seed: int | None = None,
     fallback: Sequence[str | Backend | ModelClient | Fallback] = (),
     fallback_on: Iterable[ErrorKind] | None = None,
+    mcp: Sequence[McpServer] = (),
     **backend_options: Any,
 ) -> AsyncIterator[Driver]:
     """Open a driver: a slot limiter, a tool executor and a model client for one backend.
@@ -183,6 +185,9 @@ async def open_driver(
             or :class:`~agentcore.Fallback` values with their own model, slots and key.
         fallback_on: the error kinds that send a request on to the next backend (default:
             :data:`~agentcore._core.fallback.DEFAULT_FALLBACK_ON`).
+        mcp: MCP tool servers (:class:`~agentcore.McpServer`) whose tools are added to
+            ``tools``; they are connected (stdio servers started) before anything else and
+            closed (stopped) when the block is left. ``driver.executor.tools`` lists them.
         **backend_options: dialect options passed to :func:`agentcore.wire.backend`.
 
     Yields:
@@ -202,6 +207,8 @@ async def open_driver(
     # and re-raised as itself once everything is closed.
     raised: BaseException | None = None
     async with AsyncExitStack() as stack:
+        if mcp:
+            tools = [*tools, *await stack.enter_async_context(open_mcp_tools(mcp))]
         client: ModelClient
         if isinstance(backend, str | Backend):
             client = await _open_client(

@@ -73,7 +73,7 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 from cattrs.preconf.orjson import OrjsonConverter, make_converter
 from cattrs.v import format_exception, transform_error
 
-from ._core.errors import DecodeError
+from ._core.errors import ConfigError, DecodeError
 from ._core.events import (
     Abort,
     CallModel,
@@ -583,7 +583,7 @@ _converter = _build_converter()
 
 
 def _format_problem(exc: BaseException, tp: type | None) -> str:
-    if isinstance(exc, _WireError):
+    if isinstance(exc, _WireError | ConfigError):  # a value's own check names the problem
         return str(exc)
     return format_exception(exc, tp)
 

@@ -205,3 +205,12 @@ async def test_the_simulator_answers_requests_with_images() -> None:
     assert results[0].transcript[0] == UserMessage(
         "Describe  briefly.", (Image(data=PNG, media_type="image/png", at=9),)
     )
+
+
+def test_an_image_that_fails_its_own_checks_on_load_says_why() -> None:
+    data = (
+        '{"type":"user","content":"x","images":[{"data":null,"url":null,'
+        '"media_type":"image/png","at":null}]}'
+    )
+    with pytest.raises(agentcore.DecodeError, match=r"exactly one of .* @ \$\.images\[0\]"):
+        loads(data, agentcore.core.Message)

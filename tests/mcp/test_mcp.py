@@ -150,6 +150,19 @@ async def test_an_error_in_the_drivers_block_stops_the_server_and_is_raised_as_i
     assert pid and not alive(pid)
 
 
+async def test_cancelling_the_drivers_block_mid_call_stops_the_server() -> None:
+    model = ScriptedModel(calls_then_answer(("slow", {"seconds": 60})))
+    pids: list[int] = []
+    with trio.fail_after(30):
+        with trio.move_on_after(3) as scope:
+            async with open_driver(model, mcp=[stdio_server()]) as driver:
+                pids.append(int(await driver.executor.tools["pid"].function({})))
+                task = Task(prompt="go {input}", tools=list(driver.executor.tools.values()))
+                await run_batch(task, [1, 2, 3], driver=driver)
+        assert scope.cancelled_caught
+    assert not alive(pids[0])
+
+
 @SDK_HTTP_GENERATORS
 async def test_streamable_http_servers_work_too() -> None:
     async with http_server() as (url, process):

@@ -273,7 +273,7 @@ async def open_mcp_tools(
     # The SDK's task groups are trio nurseries: anything raised inside them leaves wrapped in
     # an exception group. Failures to start and the caller's own exceptions are taken out and
     # raised as themselves once everything is closed.
-    failed: tuple[McpServer, BaseException] | None = None
+    failed: tuple[McpServer, Exception] | None = None
     raised: BaseException | None = None
     async with AsyncExitStack() as stack:
         tools: list[Tool[..., Any]] = []
@@ -284,6 +284,10 @@ async def open_mcp_tools(
             except (OSError, sdk.MCPError, ExceptionGroup) as exc:
                 failed = (server, exc)
                 break
+            unknown = sorted(set(server.options) - {item.name for item in listed})
+            if unknown:  # a misspelt name would silently leave its tool undeclared
+                failed = (server, ConfigError(f"options name no tool of it: {', '.join(unknown)}"))
+                break
             tools.extend(_make_tool(session, server, item) for item in listed)
         duplicates = _duplicates(tools)
         if failed is None and not duplicates:
@@ -293,6 +297,8 @@ async def open_mcp_tools(
                 raised = exc
     if failed is not None:
         where, problem = failed
+        if isinstance(problem, ConfigError):
+            raise ConfigError(f"MCP server {where.describe()!r}: {problem}")
         raise ConfigError(
             f"MCP server {where.describe()!r} could not be started or listed: {problem!r}"
         ) from problem

@@ -208,6 +208,15 @@ async def test_a_server_that_cannot_start_is_a_config_error(devnull: Any) -> Non
             pass
 
 
+async def test_options_for_a_tool_the_server_does_not_have_are_a_config_error(
+    devnull: Any,
+) -> None:
+    server = stdio_server(options={"cuont": {"coalesce": True}})
+    with trio.fail_after(30), pytest.raises(ConfigError, match="name no tool of it: cuont"):
+        async with open_mcp_tools([server], errlog=devnull):
+            pass
+
+
 async def test_two_servers_with_the_same_tool_names_need_a_prefix(devnull: Any) -> None:
     with pytest.raises(ConfigError, match="same name"):
         async with open_mcp_tools([stdio_server(), stdio_server()], errlog=devnull):

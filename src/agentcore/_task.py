@@ -15,7 +15,7 @@ first placeholder. :func:`prefix_call` builds the one-token request that warms t
 from __future__ import annotations
 
 import string
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -41,6 +41,12 @@ def _tools_tuple(tools: Any) -> tuple[Tool[..., Any], ...]:
         if not isinstance(item, Tool):
             raise ConfigError(f"Task.tools must hold @agentcore.tool objects, got {item!r}")
     return result
+
+
+def _fallback_tuple(value: Any) -> tuple[Any, ...]:
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise ConfigError(f"Task.fallback must be a list of backends, got {value!r}")
+    return tuple(value)
 
 
 def _check_template(instance: Task, attribute: attrs.Attribute[str], value: str) -> None:
@@ -97,6 +103,11 @@ class Task:
     limits: UsageLimits | None = None
     """Usage budgets of each agent (requests, tokens, tool calls); see
     :class:`~agentcore.UsageLimits`. A batch-wide budget is ``open_batch(budget=...)``."""
+    fallback: tuple[Any, ...] = attrs.field(default=(), converter=_fallback_tuple)
+    """Backends (or models) to fall back to, in order, for the driver a batch of this task
+    opens (``open_driver(fallback=...)``: URLs, ``Backend`` values, model clients or
+    :class:`~agentcore.Fallback` values). A batch given an open ``driver=`` uses that
+    driver's fallbacks; a task with its own is then a ``ConfigError``."""
     _base_config: LoopConfig = attrs.field(init=False, eq=False, hash=False, repr=False)
     """The loop config every job shares but for its ids (built and validated once)."""
 

@@ -186,3 +186,22 @@ def test_through_the_driver_a_request_visits_backends_as_the_pure_policy_says(
     assert result.served_by == ((names[last],) if len(models) > 1 else ())
     assert result.status == ("ok" if outcomes[last] is None else "failed")
     assert result.turns == 1
+
+
+async def test_a_tasks_fallbacks_serve_the_batches_it_opens(autojump_clock: Any) -> None:
+    primary = ScriptedModel(lambda call: OVERLOADED)
+    backup = ScriptedModel(lambda call: "from the task's backup")
+    task = Task(prompt="{input}", fallback=[Fallback(backup, name="backup")])
+    results = await run_batch(task, [1, 2], backend=primary, retry=RetryPolicy(max_attempts=1))
+    assert [r.output for r in results] == ["from the task's backup"] * 2
+    assert {r.served_by for r in results} == {("backup",)}
+
+
+async def test_a_task_with_fallbacks_and_an_open_driver_is_a_config_error() -> None:
+    model = ScriptedModel(lambda call: "x")
+    task = Task(prompt="{input}", fallback=["sim://"])
+    async with open_driver(model) as driver:
+        with pytest.raises(ConfigError, match="fallbacks"):
+            await run_batch(task, [1], driver=driver)
+    with pytest.raises(ConfigError, match="list of backends"):
+        Task(prompt="{input}", fallback="sim://")

@@ -31,6 +31,7 @@ NAMESPACES = {
         "ToolError", "Budget", "BudgetExceeded", "UsageLimits",
         # tools
         "Tool", "tool", "ToolExecutorStatistics", "ToolStatistics", "RunContext",
+        "McpServer", "McpToolError", "open_mcp_tools",
         # the driver
         "Driver", "open_driver", "Fallback", "FallbackPolicy", "Result", "ResultStream",
         "RunTimings", "Timeouts",
@@ -49,7 +50,7 @@ NAMESPACES = {
         "LocalProtocolError",
         "Abort", "CallModel", "CallTool", "CancelRequested", "Effect", "Event", "Finish",
         "ModelFailed", "ModelResponded", "ToolFailed", "ToolReturned",
-        "AgentHints", "AssistantMessage", "Message", "OutputSpec", "ServerTiming",
+        "AgentHints", "AssistantMessage", "Image", "Message", "OutputSpec", "ServerTiming",
         "SystemMessage", "ToolCall", "ToolMessage", "ToolSpec", "UserMessage",
         "SlotQueue", "dumps", "loads",
     },

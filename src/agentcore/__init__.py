@@ -57,6 +57,9 @@ if TYPE_CHECKING:
     from ._tools import Tool as Tool
     from ._tools import tool as tool
     from ._tool_executor import ToolExecutorStatistics as ToolExecutorStatistics
+    from ._mcp import McpServer as McpServer
+    from ._mcp import McpToolError as McpToolError
+    from ._mcp import open_mcp_tools as open_mcp_tools
     from ._tool_executor import ToolStatistics as ToolStatistics
 
     # the trio driver (docs/driver.md)
@@ -130,6 +133,9 @@ _EXPORTS: dict[str, str] = {
     "Tool": "_tools",
     "tool": "_tools",
     "ToolExecutorStatistics": "_tool_executor",
+    "McpServer": "_mcp",
+    "McpToolError": "_mcp",
+    "open_mcp_tools": "_mcp",
     "ToolStatistics": "_tool_executor",
     # the trio driver (docs/driver.md)
     "Driver": "_driver",
@@ -200,6 +206,8 @@ __all__ = [
     "InternalError",
     "MapReduceResult",
     "ModelDelta",
+    "McpServer",
+    "McpToolError",
     "ModelError",
     "ModelParams",
     "ModelReplied",
@@ -236,6 +244,7 @@ __all__ = [
     "map_reduce",
     "open_batch",
     "open_driver",
+    "open_mcp_tools",
     "run_batch",
     "tool",
     "warm_prefix",

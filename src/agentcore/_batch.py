@@ -271,6 +271,14 @@ async def open_batch(
     batch_id = batch_id or new_batch_id()
     indices: list[int] = []
     early: deque[Result[Any]] = deque()
+    if task.fallback:
+        if driver is not None:
+            raise ConfigError(
+                "the task has fallbacks, but an open driver= was given: give the fallbacks "
+                "to open_driver"
+            )
+        if "fallback" not in driver_options:
+            driver_options = {**driver_options, "fallback": task.fallback}
     async with AsyncExitStack() as stack:
         opened, warm_up = await stack.enter_async_context(
             _driver_for(

@@ -25,6 +25,7 @@ from ._core.slots import SlotPolicy
 from ._core.validators import check_choice
 from ._driver import Driver
 from ._fallback import Fallback
+from ._mcp import McpServer, open_mcp_tools
 from ._model_client import HttpModelClient, ModelClient
 from ._sim import SimConfig, open_sim_server
 from ._slot_limiter import SlotLimiter
@@ -164,6 +165,7 @@ async def open_driver(
     fallback: Sequence[str | Backend | ModelClient | Fallback] = (),
     fallback_on: Iterable[ErrorKind] | None = None,
     deps: Any = None,
+    mcp: Sequence[McpServer] = (),
     **backend_options: Any,
 ) -> AsyncIterator[Driver]:
     """Open a driver: a slot limiter, a tool executor and a model client for one backend.
@@ -199,6 +201,9 @@ async def open_driver(
             :data:`~agentcore._core.fallback.DEFAULT_FALLBACK_ON`).
         deps: any object, handed to tools in their :class:`~agentcore.RunContext`
             (``ctx.deps``); a batch may give its own.
+        mcp: MCP tool servers (:class:`~agentcore.McpServer`) whose tools are added to
+            ``tools``; they are connected (stdio servers started) before anything else and
+            closed (stopped) when the block is left. ``driver.executor.tools`` lists them.
         **backend_options: dialect options passed to :func:`agentcore.wire.backend`.
 
     Yields:
@@ -218,6 +223,8 @@ async def open_driver(
     # and re-raised as itself once everything is closed.
     raised: BaseException | None = None
     async with AsyncExitStack() as stack:
+        if mcp:
+            tools = [*tools, *await stack.enter_async_context(open_mcp_tools(mcp))]
         client: ModelClient
         configured: Backend | None = None
         if isinstance(backend, str | Backend):

@@ -195,6 +195,11 @@ def _configure(  # noqa: PLR0917 - private, one caller
                     f"unknown dialect {dialect!r}; expected one of {[*DIALECTS, 'anthropic']}"
                 )
             base = _base_url(scheme, parts, None)
+            if dialect == "openai":
+                # An OpenAI-compatible server that is not OpenAI (vLLM, SGLang, llama-server
+                # behind a plain URL) applies a schema as a grammar over the whole reply, which
+                # forbids tool calls: send it only where no tools are offered.
+                options.setdefault("response_format", "without_tools")
             codec = _openai_codec(base, model, api_key, dialect, options)
         return Backend(dialect, base, codec, kind, plain, stream, given)
     raise ConfigError(

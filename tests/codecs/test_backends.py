@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import attrs
 import pytest
 
 import agentcore
 from agentcore import ConfigError
 from agentcore._codecs.anthropic import AnthropicCodec
 from agentcore._codecs.openai import OpenAICodec
+from agentcore.core import OutputSpec
 from agentcore.wire import Backend, backend
 from tests.codecs.openai_helpers import tool_turn_call
 
@@ -208,3 +210,14 @@ def test_an_api_key_from_the_environment_is_checked_naming_the_variable(
 def test_an_extra_header_value_that_cannot_be_sent_is_refused() -> None:
     with pytest.raises(ConfigError, match="x-team"):
         backend("vllm://127.0.0.1:8000", model="m", extra_headers={"x-team": "a\r\nb"})
+
+
+def test_an_openai_compatible_url_sends_no_schema_on_tool_turns_by_default() -> None:
+    # Self-hosted engines behind a plain URL (llama-server, vLLM) turn a schema into a
+    # grammar over the whole reply, which forbids the tool call the turn is for.
+    call = attrs.evolve(tool_turn_call(), output=OutputSpec("Report", {"type": "object"}))
+    plain = backend("http://127.0.0.1:8080/v1", model="m").codec.encode(call)
+    hosted = backend("openai://", model="m", api_key="sk-test").codec.encode(call)
+    assert call.tools and call.output is not None
+    assert "response_format" not in json.loads(plain.body)
+    assert "response_format" in json.loads(hosted.body)

@@ -91,7 +91,7 @@ async def run(
 
 
 def first_requests(stats: Any) -> list[Any]:
-    return [r for r in stats.requests if r.index is not None and r.request_id.endswith("/0")]
+    return [r for r in stats.recent_requests if r.index is not None and r.request_id.endswith("/0")]
 
 
 # ----------------------------------------------------------------------------- the public API

@@ -205,7 +205,7 @@ class _Connection:
     TLS connections go through ``trio.SSLStream``.
     """
 
-    __slots__ = ("eof", "h11", "sock", "tls")
+    __slots__ = ("after_stream", "eof", "h11", "sock", "tls")
 
     def __init__(
         self, sock: socket.socket | trio.socket.SocketType, tls: trio.SSLStream[Any] | None
@@ -215,6 +215,8 @@ class _Connection:
         self.tls = tls
         self.h11 = h11.Connection(h11.CLIENT)
         self.eof = False
+        self.after_stream = False
+        """Its last exchange was a streamed one (see ``LeanTransport._release``)."""
 
     def send_now(self, data: bytes) -> int:
         """Write what the kernel takes without waiting; how many bytes that was.
@@ -391,6 +393,9 @@ class LeanTransport:
         self._requests = 0
         self._retries = 0
         self._peer_closed = 0
+        self._closes_after_streams = False
+        """Learned: the server closed a connection after a streamed reply although it announced
+        keep-alive (llama-server does); such connections are then not kept for reuse."""
         self._closed = False
 
     @property
@@ -505,14 +510,21 @@ class LeanTransport:
         if conn.close():
             self._discarded += 1
 
-    def _release(self, conn: _Connection) -> None:
-        """Keep ``conn`` for reuse after a clean cycle, otherwise close it."""
+    def _release(self, conn: _Connection, *, streamed: bool = False) -> None:
+        """Keep ``conn`` for reuse after a clean cycle, otherwise close it.
+
+        A connection whose reply was streamed is not kept once the server was seen closing
+        such connections: the close races the next request, which would then be written
+        twice (once on the dying connection, once on a fresh one).
+        """
         state = conn.h11
+        conn.after_stream = streamed
         if (
             state.our_state is _DONE
             and state.their_state is _DONE
             and not self._closed
             and len(self._idle) < self._max_idle
+            and not (streamed and self._closes_after_streams)
         ):
             state.start_next_cycle()
             self._idle.append(conn)
@@ -589,6 +601,7 @@ class _Exchange:
         "phase",
         "scope",
         "started",
+        "streamed",
         "timeouts",
         "transport",
     )
@@ -601,6 +614,8 @@ class _Exchange:
         self.scope = trio.CancelScope(deadline=self.deadline)
         self.conn: _Connection | None = None
         self.started = False
+        self.streamed = False
+        """The body is handed over as it arrives (``open_stream``)."""
         self.phase = "sending the request"
         self.limit = "total"
         self.held = b""
@@ -745,7 +760,9 @@ class _Exchange:
         transport._requests += 1
         idle = transport._idle
         while idle and idle[-1].peer_closed():
-            transport._discard(idle.pop())
+            closed = idle.pop()
+            transport._closes_after_streams |= closed.after_stream
+            transport._discard(closed)
             transport._peer_closed += 1
         if idle:
             conn = self.conn = idle.pop()
@@ -754,6 +771,7 @@ class _Exchange:
             except TransportError as exc:
                 if self.started or exc.kind not in _STALE_KINDS:
                     raise
+            transport._closes_after_streams |= conn.after_stream
             self.abandon()
             transport._retries += 1
         conn = self.conn = await transport._connect(self)
@@ -817,7 +835,7 @@ class _Exchange:
                 pieces.append(data)
             elif type(got) is h11.EndOfMessage:
                 self.conn = None
-                self.transport._release(conn)
+                self.transport._release(conn, streamed=self.streamed)
                 return b"".join(pieces)
             else:
                 raise TransportError(
@@ -857,7 +875,7 @@ class _Exchange:
                         break
                     state.receive_data(data)
                 elif type(got) is h11.EndOfMessage:
-                    self.transport._release(conn)
+                    self.transport._release(conn, streamed=self.streamed)
                     return
                 elif type(got) is not h11.Data:
                     break
@@ -918,6 +936,7 @@ class _LeanStreamContext:
     async def __aenter__(self) -> _LeanResponseStream:
         encoded = self._transport._encode(self._request)
         exchange = _Exchange(self._transport, self._timeouts)
+        exchange.streamed = True
         with exchange.scope:
             try:
                 head = await exchange.start(encoded)

@@ -60,7 +60,7 @@ class ModelRequests:
         attempts = 0
         slot_wait = 0.0
         while True:
-            slot = await limiter.acquire(owner, priority)
+            slot = await limiter.slot(owner, priority)
             attempts += 1
             self.attempts += 1
             if run is not None and attempts == 1:

@@ -453,10 +453,16 @@ class ToolExecutor:
 
     # ------------------------------------------------------------------------- execution
 
-    async def _execute(self, tool: Tool[..., Any], arguments: Any) -> _Outcome:
+    def _execute(self, tool: Tool[..., Any], arguments: Any) -> Awaitable[_Outcome]:
+        # A plain function returning the coroutine: no frame of its own for unlimited tools.
         limiter = self._limiters.get(tool.name)
         if limiter is None:
-            return await self._start(tool, arguments)
+            return self._start(tool, arguments)
+        return self._limited(limiter, tool, arguments)
+
+    async def _limited(
+        self, limiter: trio.CapacityLimiter, tool: Tool[..., Any], arguments: Any
+    ) -> _Outcome:
         async with limiter:
             return await self._start(tool, arguments)
 

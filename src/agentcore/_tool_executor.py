@@ -403,7 +403,8 @@ class ToolExecutor:
             # Park until the leader hands over the outcome, or the lead.
 
             def abort(_: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
-                self._table.leave(key, me)  # never the last: the leader is still listed
+                if self._table.leave(key, me):  # pragma: no cover - the leader is listed
+                    del self._flights[key]
                 return trio.lowlevel.Abort.SUCCEEDED
 
             await trio.lowlevel.wait_task_rescheduled(abort)

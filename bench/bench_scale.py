@@ -233,12 +233,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--top", type=int, default=8, help="allocation sites to list")
     parser.add_argument("--skip-memory", action="store_true")
+    parser.add_argument(
+        "--no-gc",
+        action="store_true",
+        help="disable Python's cyclic garbage collector during the CPU passes (to see its share)",
+    )
     args = parser.parse_args(argv)
 
     print(f"machine: {machine()}")
     passes = []
     for repeat in range(args.repeats):
+        if args.no_gc:
+            gc.disable()
         result = trio.run(cpu_pass, args.n, args.inflight)
+        gc.enable()
         passes.append(result)
         print(
             f"  CPU pass {repeat + 1}: {fmt(result['cpu'])} s CPU, {fmt(result['wall'])} s wall, "

@@ -99,13 +99,13 @@ def _lean(body: bytes, pieces: Sequence[int]) -> Outcome:
     out = bytearray()
     try:
         for piece in _split(body, pieces):
-            after = piece
+            to_h11 = piece
             if not decoder.ended:
                 out += decoder.feed(piece)
                 if not decoder.ended:
                     continue
-                after = decoder.rest
-            conn.receive_data(after)
+                to_h11 = decoder.rest
+            conn.receive_data(to_h11)
             trailer = _drain(conn, out)
             if trailer is not None:
                 return ("body", bytes(out), True, trailer)

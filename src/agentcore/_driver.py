@@ -143,6 +143,9 @@ class Driver:
                 (retry, rng),
             )
         self._everything = Group()
+        """Runs of :meth:`run`, and the flag of :meth:`cancel`."""
+        self._groups: set[Group] = set()
+        """The result streams open now (their runs are in their own group only)."""
         self._opened = trio.current_time()
         self._closed_at: float | None = None
         self._ends: dict[Status, int] = {"ok": 0, "failed": 0, "cancelled": 0}
@@ -216,16 +219,14 @@ class Driver:
         scope = trio.CancelScope(deadline=math.inf if deadline is None else deadline)
         run = Run(index, loop, scope, trio.current_time())
         run.deps = self._deps
-        everything = self._everything
-        everything.runs.add(run)
-        if everything.cancelled:
+        # A run is listed once: in its stream's group, or (runs of ``run()``) in everything.
+        owner = self._everything if group is None else group
+        owner.runs.add(run)
+        if owner.cancelled or self._everything.cancelled:
             run.cancel()
         if group is not None:
-            group.runs.add(run)
             run.guard = group.guard
             run.steps = group.steps
-            if group.cancelled:
-                run.cancel()
             if group.deps is not None:
                 run.deps = group.deps
             if group.describe is not None:
@@ -233,9 +234,7 @@ class Driver:
         return run
 
     def _close_run(self, run: Run, group: Group | None) -> None:
-        self._everything.runs.discard(run)
-        if group is not None:
-            group.runs.discard(run)
+        (self._everything if group is None else group).runs.discard(run)
 
     async def _drive(self, run: Run, effects: tuple[Effect, ...]) -> Finish | Abort:
         loop = run.loop
@@ -466,12 +465,16 @@ class Driver:
         if max_active is not None and max_active < 1:
             raise ConfigError(f"max_active must be at least 1, got {max_active}")
         send, receive = trio.open_memory_channel[Result](0)
-        async with _body_nursery() as nursery:
-            nursery.start_soon(self._feed, loops, timeout, max_active, group, send)
-            try:
-                yield ResultStream(receive, group)
-            finally:
-                nursery.cancel_scope.cancel()
+        self._groups.add(group)
+        try:
+            async with _body_nursery() as nursery:
+                nursery.start_soon(self._feed, loops, timeout, max_active, group, send)
+                try:
+                    yield ResultStream(receive, group)
+                finally:
+                    nursery.cancel_scope.cancel()
+        finally:
+            self._groups.discard(group)
 
     async def _feed(
         self,
@@ -551,6 +554,9 @@ class Driver:
         already finished keep their results.
         """
         self._everything.cancel()
+        for group in list(self._groups):
+            for run in list(group.runs):
+                run.cancel()
 
     # ------------------------------------------------------------------------ model requests
 

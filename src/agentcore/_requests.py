@@ -90,7 +90,7 @@ class ModelRequests:
         while True:
             if steps is not None:
                 await steps.settle()
-            slot = await limiter.acquire(owner, priority)
+            slot = await limiter.slot(owner, priority)
             attempts += 1
             self.stats.attempts += 1
             if run is not None and attempts == 1:

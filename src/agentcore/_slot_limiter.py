@@ -4,17 +4,20 @@ All decisions (who goes next, how many slots exist, how the adaptive limit moves
 the pure objects in :mod:`agentcore._core.slots`; this module only parks the waiting task, wakes
 the tasks the queue granted a slot to, and keeps time-based statistics.
 
-A granted waiter is rescheduled directly (``trio.lowlevel.reschedule``), so a slot handed to a
-task can never be lost: once a task has been rescheduled its wait cannot be aborted by a
-cancellation, and a task cancelled before being granted is withdrawn from the line in its
-abort callback.
+A granted waiter is given its :class:`Slot` when it is rescheduled
+(``trio.lowlevel.reschedule`` with the slot as the value), so a slot handed to a task can never
+be lost: once a task has been rescheduled its wait cannot be aborted by a cancellation, and a
+task cancelled before being granted is withdrawn from the line in its abort callback. A task
+waiting in line is parked directly on trio's wait (:meth:`SlotLimiter.slot`), without a
+coroutine frame of the limiter's own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Awaitable, Hashable
 
 import attrs
+import outcome
 import trio
 
 from ._core.slots import AdaptiveLimit, SlotPolicy, SlotQueue
@@ -61,6 +64,8 @@ class Slot:
 class _Waiter:
     task: trio.lowlevel.Task
     queue: SlotQueue[_Waiter]
+    owner: Hashable
+    asked_at: float
 
     def abort(self, _raise_cancel: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
         # Cancelled before being granted a slot (a granted waiter is never aborted: it has
@@ -107,16 +112,34 @@ class SlotLimiter:
         Returns:
             The held slot.
         """
+        return await self.slot(owner, priority)
+
+    def slot(self, owner: Hashable = None, priority: int = 0) -> Awaitable[Slot]:
+        """:meth:`acquire` without a coroutine frame of its own while the task waits in line:
+        await the result at once (the task is put in line by this call).
+
+        Args:
+            owner: who holds the slot (shown in :attr:`SlotStatistics.holders`).
+            priority: higher is served first under the ``"priority"`` policy.
+
+        Returns:
+            An awaitable of the held slot.
+        """
+        queue = self._queue
+        if queue.waiting == 0 and queue.in_use < queue.limit:
+            return self._take_free(owner)
+        waiter = _Waiter(trio.lowlevel.current_task(), queue, owner, trio.current_time())
+        queue.enqueue(waiter, priority)
+        return trio.lowlevel.wait_task_rescheduled(waiter.abort)
+
+    async def _take_free(self, owner: Hashable) -> Slot:
         await trio.lowlevel.checkpoint_if_cancelled()
         now = trio.current_time()
         if self._queue.try_acquire():
             slot = self._grant(owner, now, now)
             await trio.lowlevel.cancel_shielded_checkpoint()
             return slot
-        waiter = _Waiter(trio.lowlevel.current_task(), self._queue)
-        self._queue.enqueue(waiter, priority)
-        await trio.lowlevel.wait_task_rescheduled(waiter.abort)
-        return self._grant(owner, now, trio.current_time())
+        return await self.slot(owner)  # pragma: no cover - taken while checking cancellation
 
     def release(
         self,
@@ -150,8 +173,11 @@ class SlotLimiter:
                 limit = self._adaptive.on_success()
             if limit != self._queue.limit:
                 woken += self._queue.set_limit(limit)
-        for waiter in woken:
-            trio.lowlevel.reschedule(waiter.task)
+        if woken:
+            now = trio.current_time() if now is None else now
+            for waiter in woken:
+                granted = self._grant(waiter.owner, waiter.asked_at, now)
+                trio.lowlevel.reschedule(waiter.task, outcome.Value(granted))
 
     def _grant(self, owner: Hashable, asked_at: float, granted_at: float) -> Slot:
         epoch = self._adaptive.epoch if self._adaptive is not None else 0

@@ -17,14 +17,16 @@ One executor serves every agent of a driver. ``call(effect)`` goes through these
    argument: it is not part of the key, and a shared execution sees the context of the call
    that started it. The key is the tool name plus the
    canonical JSON of the validated arguments. The pure :class:`SingleflightTable` decides
-   whether this call *leads* (it starts one shared execution as a task in the executor's
-   nursery) or *joins* an execution already in flight. Either way the caller then waits for
-   that execution's outcome, and every waiter gets the same result or the same error. When
-   the execution ends the key is forgotten: coalescing shares work that is in the air, it never
-   replays old results (that is what step 2 is for, and only where declared).
-   A waiter that is cancelled leaves the flight; the execution goes on for the others. When
-   the *last* waiter leaves, the execution is cancelled and its outcome is dropped. With
-   ``coalesce=False`` the execution runs in the caller's own task, once per call.
+   whether this call *leads* (it runs the one shared execution, in its own task: a lone call
+   costs no task and no task switch of its own) or *joins* an execution already in flight
+   (it parks until the leader hands it the outcome). Every waiter gets the same result or the
+   same error. When the execution ends the key is forgotten: coalescing shares work that is in
+   the air, it never replays old results (that is what step 2 is for, and only where
+   declared). A waiter that is cancelled leaves the flight. When the *leader* is cancelled,
+   its execution stops with it; if others still wait, the first of them (in join order) takes
+   over and runs the call again in its own task, so they still get one shared outcome (the
+   tool may then have started twice for them). With ``coalesce=False`` the execution runs in
+   the caller's own task, once per call.
 4. *Limits*, per execution and in this order: the tool's ``max_concurrency`` slot (a
    ``trio.CapacityLimiter``, FIFO), then a token from its rate limiter (a token bucket in trio
    time, FIFO), then the ``timeout`` clock starts. Time spent queueing for a slot or a token
@@ -235,21 +237,15 @@ class _RateLimiter:
 
 
 class _Flight:
-    """One shared execution. Its waiters are the tasks the singleflight table lists for
-    ``key``; each is parked until the execution hands it the outcome."""
+    """One shared execution, run by its *leader* task. The other waiters are the tasks the
+    singleflight table lists for ``key``; each is parked until the leader hands it the outcome,
+    or the lead (when the leader was cancelled)."""
 
-    __slots__ = ("abandoned", "arguments", "context", "key", "outcome", "scope", "tool")
+    __slots__ = ("leader", "outcome")
 
-    def __init__(
-        self, key: Hashable, tool: Tool[..., Any], arguments: Any, context: RunContext[Any] | None
-    ) -> None:
-        self.key = key
-        self.tool = tool
-        self.arguments = arguments
-        self.context = context
-        self.scope = trio.CancelScope()
+    def __init__(self, leader: trio.lowlevel.Task) -> None:
+        self.leader = leader
         self.outcome: _Outcome | None = None
-        self.abandoned = False
 
 
 @attrs.define(eq=False)
@@ -304,7 +300,6 @@ class ToolExecutor:
         self._sweep_at = 64
         self._cache_size = cache_size
         self._counters = {name: _Counters() for name in by_name}
-        self._task_names = {name: f"agentcore tool {name}" for name in by_name}
         self._value_keyed = {name for name, t in by_name.items() if _keyed_by_value(t)}
         self._limiters = {
             name: trio.CapacityLimiter(t.options.max_concurrency)
@@ -343,14 +338,14 @@ class ToolExecutor:
 
         Returns:
             ``ToolReturned`` with the result text, or ``ToolFailed`` with a ``ToolError``
-            whose ``type`` is ``"unknown_tool"``, ``"invalid_arguments"``, ``"timeout"``,
-            ``"cancelled"`` (the executor was torn down while the call was running) or the
-            name of the exception the tool raised.
+            whose ``type`` is ``"unknown_tool"``, ``"invalid_arguments"``, ``"timeout"`` or
+            the name of the exception the tool raised.
 
         Raises:
             trio.ClosedResourceError: the executor is closed.
-            trio.Cancelled: the calling task was cancelled (the call's execution continues
-                if other callers still wait for it).
+            trio.Cancelled: the calling task was cancelled (if it was running a shared
+                execution and other callers still wait for it, the first of them runs it
+                again).
         """
         if self._closed:
             raise trio.ClosedResourceError("the tool executor is closed")
@@ -438,50 +433,48 @@ class ToolExecutor:
         context: RunContext[Any] | None,
         shared: list[str] | None = None,
     ) -> _Outcome:
-        # The waiting task itself is the waiter: it parks until ``_fly`` reschedules it with
-        # the outcome, or leaves the flight when it is cancelled first.
-        waiter = trio.lowlevel.current_task()
-        if self._table.join(key, waiter):
-            flight = _Flight(key, tool, arguments, context)
-            self._flights[key] = flight
-            self._nursery.start_soon(self._fly, flight, name=self._task_names[tool.name])
+        me = trio.lowlevel.current_task()
+        if self._table.join(key, me):
+            flight = self._flights[key] = _Flight(me)
         else:
             flight = self._flights[key]
             self._counters[tool.name].coalesced += 1
             if shared is not None:
                 shared.append("coalesced")
+            # Park until the leader hands over the outcome, or the lead.
 
-        def abort(_: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
-            if self._table.leave(key, waiter):
-                # The last waiter is gone: nobody wants this execution any more.
-                flight.abandoned = True
-                del self._flights[key]
-                flight.scope.cancel()
-            return trio.lowlevel.Abort.SUCCEEDED
+            def abort(_: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
+                if self._table.leave(key, me):  # pragma: no cover - the leader is listed
+                    del self._flights[key]
+                return trio.lowlevel.Abort.SUCCEEDED
 
-        await trio.lowlevel.wait_task_rescheduled(abort)
-        assert flight.outcome is not None  # set before the waiters are woken
-        return flight.outcome
-
-    async def _fly(self, flight: _Flight) -> None:
-        outcome: _Outcome = ToolError(
-            "cancelled", "the tool executor was shut down before the tool finished"
-        )
+            await trio.lowlevel.wait_task_rescheduled(abort)
+            if flight.leader is not me:
+                assert flight.outcome is not None  # set before the waiters are woken
+                return flight.outcome
+            self._counters[tool.name].coalesced -= 1  # it runs an execution of its own now
+            if shared is not None:
+                shared.remove("coalesced")
+        outcome: _Outcome | None = None
         try:
-            with flight.scope:
-                if flight.tool.name in self._limiters:
-                    outcome = await self._execute(flight.tool, flight.arguments, flight.context)
-                else:
-                    outcome = await self._start(flight.tool, flight.arguments, flight.context)
+            outcome = await self._execute(tool, arguments, context)
         finally:
-            if not flight.abandoned:
-                del self._flights[flight.key]
-                waiters = self._table.complete(flight.key)
-                if flight.tool.options.cache and isinstance(outcome, str):
-                    self._store(flight.key, outcome, flight.tool.options.ttl)
+            if outcome is not None:
+                del self._flights[key]
+                waiters = self._table.complete(key)
+                if tool.options.cache and isinstance(outcome, str):
+                    self._store(key, outcome, tool.options.ttl)
                 flight.outcome = outcome
                 for waiter in waiters:
-                    trio.lowlevel.reschedule(waiter)
+                    if waiter is not me:
+                        trio.lowlevel.reschedule(waiter)
+            elif self._table.leave(key, me):  # cancelled, and nobody else waits
+                del self._flights[key]
+            else:  # cancelled: the first waiter left takes the lead
+                heir = self._table.waiters(key)[0]
+                flight.leader = heir
+                trio.lowlevel.reschedule(heir)
+        return outcome
 
     # ------------------------------------------------------------------------- cache
 
@@ -508,12 +501,22 @@ class ToolExecutor:
 
     # ------------------------------------------------------------------------- execution
 
-    async def _execute(
+    def _execute(
         self, tool: Tool[..., Any], arguments: Any, context: RunContext[Any] | None
-    ) -> _Outcome:
+    ) -> Awaitable[_Outcome]:
+        # A plain function returning the coroutine: no frame of its own for unlimited tools.
         limiter = self._limiters.get(tool.name)
         if limiter is None:
-            return await self._start(tool, arguments, context)
+            return self._start(tool, arguments, context)
+        return self._limited(limiter, tool, arguments, context)
+
+    async def _limited(
+        self,
+        limiter: trio.CapacityLimiter,
+        tool: Tool[..., Any],
+        arguments: Any,
+        context: RunContext[Any] | None,
+    ) -> _Outcome:
         async with limiter:
             return await self._start(tool, arguments, context)
 

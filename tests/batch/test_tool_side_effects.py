@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 import pytest
+import trio
 
 import agentcore
 from agentcore import ConfigError, Task, run_batch
@@ -62,6 +63,7 @@ async def test_a_tool_declared_a_read_shares_one_execution_among_identical_calls
     async def lookup(to: str, body: str) -> str:
         """Look up. Args: to: key. body: detail."""
         runs.append(to)
+        await trio.sleep(0.5)  # in flight while the other agents ask for the same lookup
         return "found"
 
     outputs, executions = await _four_agents(lookup)

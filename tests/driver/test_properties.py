@@ -230,7 +230,9 @@ def test_every_remaining_coalesced_waiter_gets_the_same_outcome(
         return out
 
     results = run_virtual(scenario)
-    assert executions == 1
+    # One execution, plus one more each time the agent running it was cancelled while others
+    # still waited (the next waiter then runs it again for them).
+    assert 1 <= executions <= 1 + len([i for i in cancelled if i < waiters])
     remaining = [i for i in range(waiters) if i not in cancelled]
     outputs = {results[i].output for i in remaining}
     assert all(results[i].status == "ok" for i in remaining)

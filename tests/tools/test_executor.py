@@ -64,21 +64,31 @@ arrivals = st.lists(
 )
 
 
+def arrival_time(plan: list[Arrival], i: int) -> float:
+    """When arrival ``i`` calls: its integer time plus a small offset by index, so that no two
+    calls join a flight at the same instant (the leader of a flight is then the earliest)."""
+    return plan[i].at + i / 1000
+
+
 def reference_outcomes(
     plan: list[Arrival], duration: float
 ) -> tuple[dict[int, str | None], int, int]:
     """What a correct singleflight executor must answer, computed without one.
 
-    Events are ordered by time: arrivals at integers, cancellations at .25, completions at .5,
-    so no two kinds ever coincide. Returns, per arrival index, the label ``"<key>#<n>"`` of
-    the execution that served it (``None`` if the waiter was cancelled first), and the numbers
-    of executions started and abandoned.
+    Events are ordered by time: arrivals at integers, cancellations at .25, completions at .5
+    or .75 (each plus the offsets of :func:`arrival_time`), so no two kinds ever coincide.
+    The first waiter of a flight leads it; when the leader is cancelled while others wait,
+    its execution is abandoned and the first remaining waiter starts a new one at once.
+    Returns, per arrival index, the label ``"<key>#<n>"`` of the execution that served it
+    (``None`` if the waiter was cancelled first), and the numbers of executions started and
+    abandoned.
     """
     events: list[tuple[float, int, int]] = []  # (time, order, index) - order: 0 arrive, 1 cancel
     for i, a in enumerate(plan):
-        events.append((a.at, 0, i))
+        at = arrival_time(plan, i)
+        events.append((at, 0, i))
         if a.cancel_after is not None:
-            events.append((a.at + a.cancel_after, 1, i))
+            events.append((at + a.cancel_after, 1, i))
     events.sort()
     started: Counter[str] = Counter()
     flights: dict[str, tuple[float, int, list[int]]] = {}  # key -> (ends at, number, waiters)
@@ -104,10 +114,15 @@ def reference_outcomes(
         elif i not in answers:
             answers[i] = None
             waiters = flights[key][2]
+            leader = waiters[0]
             waiters.remove(i)
             if not waiters:
                 del flights[key]
                 abandoned += 1
+            elif i == leader:
+                abandoned += 1
+                started[key] += 1
+                flights[key] = (time + duration, started[key], waiters)
     complete_until(math.inf)
     return answers, sum(started.values()), abandoned
 
@@ -145,8 +160,9 @@ def test_every_coalesced_waiter_gets_the_outcome_of_the_execution_it_joined(
         async with open_tool_executor([lookup]) as executor:
 
             async def arrive(i: int, a: Arrival) -> None:
-                await trio.sleep(a.at)
-                deadline = math.inf if a.cancel_after is None else a.at + a.cancel_after
+                at = arrival_time(plan, i)
+                await trio.sleep(at)
+                deadline = math.inf if a.cancel_after is None else at + a.cancel_after
                 got[i] = None
                 with trio.move_on_at(deadline):
                     got[i] = await executor.call(call("lookup", f"call{i}", key=a.key))
@@ -194,7 +210,8 @@ async def test_cancelling_one_waiter_leaves_the_others_results_intact(
             results[call_id] = await executor.call(call("fetch", call_id, url="u"))
 
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(wait, "first")
+            nursery.start_soon(wait, "first")  # it leads: it calls first
+            await trio.sleep(1)
             impatient = trio.CancelScope()
 
             async def impatient_wait() -> None:
@@ -203,7 +220,7 @@ async def test_cancelling_one_waiter_leaves_the_others_results_intact(
 
             nursery.start_soon(impatient_wait)
             nursery.start_soon(wait, "last")
-            await trio.sleep(5)
+            await trio.sleep(4)
             impatient.cancel()
     assert runs == ["u"]
     assert results == {
@@ -211,6 +228,62 @@ async def test_cancelling_one_waiter_leaves_the_others_results_intact(
         "last": ToolReturned("last", "body of u"),
     }
     assert executor.statistics().tools["fetch"].coalesced == 2
+
+
+async def test_a_lone_call_runs_in_the_callers_task() -> None:
+    seen: list[trio.lowlevel.Task] = []
+
+    @tool
+    async def where(x: int) -> str:
+        seen.append(trio.lowlevel.current_task())
+        await trio.sleep(0)
+        return "here"
+
+    async with open_tool_executor([where]) as executor:
+        assert await executor.call(call("where", "c1", x=1)) == ToolReturned("c1", "here")
+    assert seen == [trio.lowlevel.current_task()]
+
+
+async def test_when_the_leader_is_cancelled_the_next_waiter_runs_the_call_for_the_others(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    runs: list[tuple[str, float]] = []
+
+    @tool(coalesce=True)
+    async def fetch(url: str) -> str:
+        runs.append((url, trio.current_time()))
+        await trio.sleep(10)
+        return f"body of {url}"
+
+    results: dict[str, ToolReturned | ToolFailed] = {}
+    async with open_tool_executor([fetch]) as executor:
+
+        async def wait(call_id: str) -> None:
+            results[call_id] = await executor.call(call("fetch", call_id, url="u"))
+
+        async with trio.open_nursery() as nursery:
+            leader = trio.CancelScope()
+
+            async def leader_wait() -> None:
+                with leader:
+                    await wait("leader")
+
+            nursery.start_soon(leader_wait)
+            await trio.sleep(1)
+            nursery.start_soon(wait, "second")
+            await trio.sleep(1)
+            nursery.start_soon(wait, "third")
+            await trio.sleep(3)
+            leader.cancel()
+        stats = executor.statistics()
+    assert runs == [("u", 0.0), ("u", 5.0)]
+    assert results == {
+        "second": ToolReturned("second", "body of u"),
+        "third": ToolReturned("third", "body of u"),
+    }
+    assert trio.current_time() == 15.0
+    assert (stats.tools["fetch"].executions, stats.tools["fetch"].coalesced) == (2, 1)
+    assert stats.flights == 0
 
 
 async def test_cancelling_the_last_waiter_cancels_the_execution(

@@ -58,6 +58,8 @@ __all__ = [
 
 W = TypeVar("W", bound=Hashable)
 
+_NONE: Any = object()  # no flight for a key (``None`` may be a waiter)
+
 ToolKey = tuple[str, str]
 """``(tool name, canonical JSON of the arguments)``."""
 
@@ -126,7 +128,9 @@ class SingleflightTable(Generic[W]):
     works.
     """
 
-    _flights: dict[Hashable, dict[W, None]] = attrs.field(factory=dict, init=False)
+    _flights: dict[Hashable, Any] = attrs.field(factory=dict, init=False)
+    """Per key: the lone waiter itself (most flights have one: no set is built for it), or
+    an insertion-ordered dict of the waiters once a second one joins."""
     _led: int = attrs.field(default=0, init=False)
     _coalesced: int = attrs.field(default=0, init=False)
     _completed: int = attrs.field(default=0, init=False)
@@ -147,11 +151,13 @@ class SingleflightTable(Generic[W]):
         Raises:
             LocalProtocolError: ``waiter`` already waits on ``key``.
         """
-        flight = self._flights.get(key)
-        if flight is None:
-            self._flights[key] = {waiter: None}
+        flight = self._flights.get(key, _NONE)
+        if flight is _NONE:
+            self._flights[key] = waiter
             self._led += 1
             return True
+        if type(flight) is not dict:
+            flight = self._flights[key] = {flight: None}
         if waiter in flight:
             raise LocalProtocolError(f"waiter {waiter!r} already waits on {key!r}")
         flight[waiter] = None
@@ -173,13 +179,18 @@ class SingleflightTable(Generic[W]):
         Raises:
             LocalProtocolError: no flight for ``key``, or ``waiter`` is not in it.
         """
-        flight = self._flights.get(key)
-        if flight is None or waiter not in flight:
+        flight = self._flights.get(key, _NONE)
+        if type(flight) is dict:
+            if waiter not in flight:
+                raise LocalProtocolError(f"waiter {waiter!r} does not wait on {key!r}")
+            del flight[waiter]
+            self._left += 1
+            if flight:
+                return False
+        elif flight is _NONE or flight != waiter:
             raise LocalProtocolError(f"waiter {waiter!r} does not wait on {key!r}")
-        del flight[waiter]
-        self._left += 1
-        if flight:
-            return False
+        else:
+            self._left += 1
         del self._flights[key]
         self._abandoned += 1
         return True
@@ -200,15 +211,18 @@ class SingleflightTable(Generic[W]):
             LocalProtocolError: no flight for ``key`` (it was completed already, or its last
                 waiter left).
         """
-        flight = self._flights.pop(key, None)
-        if flight is None:
+        flight = self._flights.pop(key, _NONE)
+        if flight is _NONE:
             raise LocalProtocolError(f"no execution in flight for {key!r}")
         self._completed += 1
-        return tuple(flight)
+        return tuple(flight) if type(flight) is dict else (flight,)
 
     def waiters(self, key: Hashable) -> tuple[W, ...]:
         """The waiters of the flight for ``key``, in join order (empty if there is none)."""
-        return tuple(self._flights.get(key, ()))
+        flight = self._flights.get(key, _NONE)
+        if flight is _NONE:
+            return ()
+        return tuple(flight) if type(flight) is dict else (flight,)
 
     def __contains__(self, key: object) -> bool:
         """Whether an execution for ``key`` is in flight."""
@@ -225,7 +239,7 @@ class SingleflightTable(Generic[W]):
         """A frozen snapshot of the table's counters."""
         return SingleflightStatistics(
             flights=len(self._flights),
-            waiters=sum(len(f) for f in self._flights.values()),
+            waiters=sum(len(f) if type(f) is dict else 1 for f in self._flights.values()),
             led=self._led,
             coalesced=self._coalesced,
             completed=self._completed,

@@ -28,12 +28,19 @@ from ._core.loop import AgentLoop
 from ._core.messages import Usage
 from ._driver import Driver
 from ._model_client import ModelClient
+from ._observe.log import BATCH
 from ._open import open_driver
 from ._results import Result, ResultStream, RunTimings
 from ._task import RenderError, Task, compile_job, prefix_call
 from ._tools import Tool
 
 __all__ = ["BatchStream", "MapReduceResult", "map_reduce", "open_batch", "run_batch", "warm_prefix"]
+
+
+BATCH_SLOT_POLICY = "priority"
+"""The slot policy of batches unless ``slot_policy=`` says otherwise: agents nearer the end
+(higher turn) are served first, so results arrive from the start of the run instead of after
+every agent's first turn (``bench/bench_slot_policy.py``, docs/benchmarks.md)."""
 
 
 def new_batch_id() -> str:
@@ -121,12 +128,17 @@ async def warm_prefix(driver: Driver, task: Task, *, batch_id: str) -> ModelResp
     return reply if isinstance(reply, ModelResponded) else None
 
 
+_DRIVER_ONLY = frozenset({"slot_policy", "adaptive", "retry", "timeouts", "seed", "trace", "otel"})
+"""Options of :func:`open_driver` that do not configure the backend."""
+
+
 def _default_warm(
     backend: str | Backend | ModelClient | None, model: str, options: Mapping[str, Any]
 ) -> bool:
     if isinstance(backend, Backend):
         return backend.self_hosted
     if isinstance(backend, str):
+        options = {k: v for k, v in options.items() if k not in _DRIVER_ONLY}
         try:
             return make_backend(backend, model=model or "warm-check", **options).self_hosted
         except ConfigError:
@@ -154,8 +166,9 @@ async def _driver_for(
         return
     if backend is None:
         raise ConfigError("a backend is needed: pass backend= (a URL such as 'sim://') or driver=")
+    options = {"slot_policy": BATCH_SLOT_POLICY, **driver_options}
     async with open_driver(
-        backend, model=model, max_inflight=max_inflight, tools=stack_tools, **driver_options
+        backend, model=model, max_inflight=max_inflight, tools=stack_tools, **options
     ) as opened:
         yield opened, _default_warm(backend, model, driver_options) if warm is None else warm
 
@@ -198,7 +211,8 @@ async def open_batch(
         batch_id: the prefix of run and session ids (default: a fresh random id).
         timeout: seconds each agent may take.
         max_active: agents in progress at once (bounds memory for huge batches).
-        **driver_options: passed to :func:`agentcore.open_driver`.
+        **driver_options: passed to :func:`agentcore.open_driver`; ``slot_policy`` defaults to
+            ``"priority"`` here (near-done agents first: earlier results, same wall time).
 
     Yields:
         A :class:`BatchStream`. Leaving the block early cancels what is still running.
@@ -224,7 +238,18 @@ async def open_batch(
         results = await stack.enter_async_context(
             opened.stream(loops, timeout=timeout, max_active=max_active)
         )
+        BATCH.info("batch %s (%s) started", batch_id, task.name, extra={"batch_id": batch_id})
         yield BatchStream(results, indices, early)
+        stats = opened.statistics()
+        BATCH.info(
+            "batch %s (%s) ended: %d ok, %d failed, %d cancelled",
+            batch_id,
+            task.name,
+            stats.runs_ok,
+            stats.runs_failed + len(early),
+            stats.runs_cancelled,
+            extra={"batch_id": batch_id},
+        )
 
 
 async def run_batch(

@@ -41,6 +41,7 @@ the adaptive limit does.
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 from collections.abc import AsyncIterator, Iterable
@@ -65,6 +66,8 @@ from ._core.events import (
 from ._core.loop import AgentLoop, RunState
 from ._core.retry import RetryPolicy
 from ._model_client import ModelClient
+from ._observe.log import DRIVER
+from ._observe.observer import Observer
 from ._requests import ModelRequests
 from ._results import Group, Result, ResultStream, Run, RunTimings, Status
 from ._slot_limiter import SlotLimiter
@@ -103,6 +106,7 @@ class Driver:
         self._opened = trio.current_time()
         self._closed_at: float | None = None
         self._ends: dict[Status, int] = {"ok": 0, "failed": 0, "cancelled": 0}
+        self._observer: Observer | None = None
 
     @property
     def limiter(self) -> SlotLimiter:
@@ -153,13 +157,15 @@ class Driver:
                 end = await self._drive(run, effects)
         finally:
             self._close_run(run, group)
-        return self._result(run, end)
+        return self._observed(self._result(run, end))
 
     def _open_run(
         self, loop: AgentLoop, index: int, deadline: float | None, group: Group | None
     ) -> Run:
         scope = trio.CancelScope(deadline=math.inf if deadline is None else deadline)
         run = Run(index, loop, scope, trio.current_time())
+        if self._observer is not None:
+            self._observer.run_started(index, run.started)
         everything = self._everything
         everything.runs.add(run)
         if everything.cancelled:
@@ -272,6 +278,14 @@ class Driver:
             output, error = None, end.reason
             cancelled = end.reason.kind is AbortKind.CANCELLED and run.cancelled
             status = "cancelled" if cancelled else "failed"
+            if DRIVER.isEnabledFor(logging.INFO):
+                DRIVER.info(
+                    "agent %d %s: %s",
+                    run.index,
+                    status,
+                    end.reason.message,
+                    extra={"agent": run.index, "status": status, "reason": end.reason.kind.value},
+                )
         self._ends[status] += 1
         timings = RunTimings(
             started=run.started,
@@ -386,6 +400,8 @@ class Driver:
             finally:
                 self._close_run(run, group)
             result = self._result(run, end)
+            if self._observer is not None:
+                self._observed(result)
         finally:
             if active is not None:
                 active.release_on_behalf_of(index)
@@ -394,6 +410,21 @@ class Driver:
     def _close(self) -> None:
         self.cancel()
         self._closed_at = trio.current_time()
+        if self._observer is not None:
+            self._observer.close()
+
+    # ------------------------------------------------------------------------ observers
+
+    def _observe(self, observer: Observer | None) -> None:
+        """Tell ``observer`` about runs, slot waits, attempts, back-offs and tool executions."""
+        self._observer = observer
+        self._requests.observer = observer
+        self._executor.observer = observer
+
+    def _observed(self, result: Result) -> Result:
+        if self._observer is not None:
+            self._observer.run_ended(result, result.timings.ended)
+        return result
 
     def cancel(self) -> None:
         """End every run of this driver promptly, now and from now on.

@@ -8,10 +8,13 @@ order, when the driver's block is left.
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import AsyncIterator, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
+
+import trio
 
 from ._backends import backend as make_backend
 from ._codecs.codec import Backend
@@ -22,6 +25,8 @@ from ._core.slots import SlotPolicy
 from ._core.validators import check_choice
 from ._driver import Driver
 from ._model_client import HttpModelClient, ModelClient
+from ._observe.observer import Observer, combine
+from ._observe.trace import TraceWriter
 from ._sim import open_sim_server
 from ._slot_limiter import SlotLimiter
 from ._tool_executor import open_tool_executor
@@ -67,6 +72,13 @@ async def _open_client(
     return client
 
 
+def _observers(trace: str | os.PathLike[str] | None) -> Observer | None:
+    found: list[Observer] = []
+    if trace is not None:
+        found.append(TraceWriter(trace, trio.current_time()))
+    return combine(found)
+
+
 @asynccontextmanager
 async def open_driver(
     backend: str | Backend | ModelClient,
@@ -82,6 +94,7 @@ async def open_driver(
     transport: TransportKind | None = None,
     api_key: str | None = None,
     seed: int | None = None,
+    trace: str | os.PathLike[str] | None = None,
     **backend_options: Any,
 ) -> AsyncIterator[Driver]:
     """Open a driver: a slot limiter, a tool executor and a model client for one backend.
@@ -110,6 +123,8 @@ async def open_driver(
         transport: ``"lean"`` or ``"httpx"`` (``None``: the backend's default).
         api_key: the API key for hosted backends.
         seed: seeds the back-off jitter, for reproducible schedules.
+        trace: write the timeline to this file as Chrome trace-event JSON while the driver
+            runs (one track per inference slot; see ``docs/observability.md``).
         **backend_options: dialect options passed to :func:`agentcore.wire.backend`.
 
     Yields:
@@ -160,6 +175,8 @@ async def open_driver(
             retry=retry,
             rng=random.Random(seed),
         )
+        if trace is not None:
+            driver._observe(_observers(trace))
         try:
             yield driver
         except BaseException as exc:  # re-raised below, once everything is closed

@@ -14,15 +14,19 @@ cancellations, which release the slot on their way out.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
+from typing import Any
 
 import trio
 
-from ._core.events import CallModel, ErrorKind, ModelFailed, ModelResponded
+from ._core.events import CallModel, ErrorKind, ModelError, ModelFailed, ModelResponded
 from ._core.messages import Usage
 from ._core.retry import RetryPolicy
-from ._model_client import ModelClient
+from ._model_client import Exchange, ModelClient
+from ._observe.log import DRIVER
+from ._observe.observer import Observer
 from ._results import Run
 from ._slot_limiter import SlotLimiter
 from ._stats import RequestStats
@@ -30,6 +34,34 @@ from ._stats import RequestStats
 __all__ = ["ModelRequests"]
 
 _OVERLOAD_KINDS = frozenset({ErrorKind.RATE_LIMITED, ErrorKind.OVERLOADED})
+_LOG = DRIVER
+
+
+def _fields(
+    call: CallModel, run: Run | None, attempt: int, error: ModelError | None
+) -> dict[str, Any]:
+    return {
+        "agent": None if run is None else run.index,
+        "request_id": call.request_id,
+        "attempt": attempt,
+        "error_kind": None if error is None else error.kind.value,
+        "status": None if error is None else error.status,
+    }
+
+
+def _log_attempt(
+    call: CallModel, run: Run | None, attempt: int, exchange: Exchange, latency: float
+) -> None:
+    event = exchange.event
+    error = event.error if isinstance(event, ModelFailed) else None
+    _LOG.debug(
+        "model request %s attempt %d: %s in %.3f s",
+        call.request_id,
+        attempt,
+        "ok" if error is None else error.kind.value,
+        latency,
+        extra={**_fields(call, run, attempt, error), "latency": latency, "ttft": exchange.ttft},
+    )
 
 
 class ModelRequests:
@@ -50,6 +82,8 @@ class ModelRequests:
         """Exchanges made, retries included."""
         self.requests: list[RequestStats] = []
         """One entry per finished request."""
+        self.observer: Observer | None = None
+        """Told about slot waits, attempts and back-offs (``None``: nobody listens)."""
 
     async def send(self, call: CallModel, run: Run | None) -> ModelResponded | ModelFailed:
         """Make ``call`` through a slot, retrying as the policy allows; record its statistics."""
@@ -59,9 +93,17 @@ class ModelRequests:
         priority = call.hints.priority
         attempts = 0
         slot_wait = 0.0
+        observer = self.observer
+        token = None
         while True:
+            if observer is not None:
+                observer.queued(call, None if run is None else run.index, trio.current_time())
             slot = await limiter.acquire(owner, priority)
             attempts += 1
+            if observer is not None:
+                token = observer.attempt_started(
+                    call, None if run is None else run.index, attempts, slot.wait, slot.granted_at
+                )
             self.attempts += 1
             if run is not None and attempts == 1:
                 run.turns += 1
@@ -70,6 +112,8 @@ class ModelRequests:
                 exchange = await self._client.exchange(call)
             except BaseException:
                 limiter.release(slot)
+                if observer is not None:
+                    observer.attempt_ended(token, None, trio.current_time())
                 raise
             now = trio.current_time()
             latency = now - slot.granted_at
@@ -78,6 +122,10 @@ class ModelRequests:
                 limiter.release(slot, overloaded=event.error.kind in _OVERLOAD_KINDS, now=now)
             else:
                 limiter.release(slot, succeeded=True, now=now)
+            if observer is not None:
+                observer.attempt_ended(token, exchange, now)
+            if _LOG.isEnabledFor(logging.DEBUG):
+                _log_attempt(call, run, attempts, exchange, latency)
             if run is not None:
                 run.attempts += 1
                 run.model_time += latency
@@ -93,7 +141,27 @@ class ModelRequests:
                 remaining=None if deadline == math.inf else deadline - now,
             )
             if wait is None:
+                if _LOG.isEnabledFor(logging.WARNING):
+                    _LOG.warning(
+                        "model request %s failed after %d attempt(s): %s: %s",
+                        call.request_id,
+                        attempts,
+                        event.error.kind.value,
+                        event.error.message,
+                        extra=_fields(call, run, attempts, event.error),
+                    )
                 break
+            if _LOG.isEnabledFor(logging.INFO):
+                _LOG.info(
+                    "model request %s attempt %d failed (%s); retrying in %.2f s",
+                    call.request_id,
+                    attempts,
+                    event.error.kind.value,
+                    wait,
+                    extra={**_fields(call, run, attempts, event.error), "wait": wait},
+                )
+            if observer is not None:
+                observer.backoff(call, None if run is None else run.index, event.error, wait, now)
             await trio.sleep(wait)
         if run is not None:
             run.ttft.append(exchange.ttft)

@@ -44,6 +44,7 @@ One executor serves every agent of a driver. ``call(effect)`` goes through these
 
 from __future__ import annotations
 
+import logging
 import math
 import types
 import typing
@@ -59,6 +60,8 @@ from ._core.errors import ConfigError
 from ._core.events import CallTool, ToolError, ToolFailed, ToolReturned
 from ._core.schema import ValidationFailed
 from ._core.singleflight import SingleflightTable, tool_key
+from ._observe.log import TOOLS
+from ._observe.observer import Observer
 from ._tools import Tool, encode_result
 
 __all__ = [
@@ -227,7 +230,7 @@ class _Flight:
     """One shared execution. Its waiters are the tasks the singleflight table lists for
     ``key``; each is parked until the execution hands it the outcome."""
 
-    __slots__ = ("abandoned", "arguments", "key", "outcome", "scope", "tool")
+    __slots__ = ("abandoned", "arguments", "key", "outcome", "scope", "token", "tool")
 
     def __init__(self, key: Hashable, tool: Tool[..., Any], arguments: Any) -> None:
         self.key = key
@@ -236,6 +239,7 @@ class _Flight:
         self.scope = trio.CancelScope()
         self.outcome: _Outcome | None = None
         self.abandoned = False
+        self.token: Any = None
 
 
 @attrs.define(eq=False)
@@ -285,6 +289,8 @@ class ToolExecutor:
         self._cache: dict[Hashable, _CacheEntry] = {}
         self._sweep_at = 64
         self._counters = {name: _Counters() for name in by_name}
+        self.observer: Observer | None = None
+        """Told about each execution and the calls that share it (``None``: nobody listens)."""
         self._task_names = {name: f"agentcore tool {name}" for name in by_name}
         self._value_keyed = {name for name, t in by_name.items() if _keyed_by_value(t)}
         self._limiters = {
@@ -354,6 +360,8 @@ class ToolExecutor:
         else:
             key = self._key(tool, raw, arguments)
         if key is None:
+            if self.observer is not None:
+                return _reply(effect.call_id, await self._observed(tool, arguments))
             return _reply(effect.call_id, await self._execute(tool, arguments))
         if tool.options.cache:
             content = self._cached(key)
@@ -406,6 +414,8 @@ class ToolExecutor:
         else:
             flight = self._flights[key]
             self._counters[tool.name].coalesced += 1
+            if self.observer is not None:
+                self.observer.tool_joined(flight.token, trio.current_time())
 
         def abort(_: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
             if self._table.leave(key, waiter):
@@ -423,6 +433,10 @@ class ToolExecutor:
         outcome: _Outcome = ToolError(
             "cancelled", "the tool executor was shut down before the tool finished"
         )
+        observer = self.observer
+        if observer is not None:
+            flight.token = observer.tool_started(flight.tool.name, trio.current_time())
+        waiters: tuple[trio.lowlevel.Task, ...] = ()
         try:
             with flight.scope:
                 if flight.tool.name in self._limiters:
@@ -438,6 +452,21 @@ class ToolExecutor:
                 flight.outcome = outcome
                 for waiter in waiters:
                     trio.lowlevel.reschedule(waiter)
+            if observer is not None:
+                error = outcome if isinstance(outcome, ToolError) else None
+                observer.tool_ended(flight.token, error, len(waiters), trio.current_time())
+
+    async def _observed(self, tool: Tool[..., Any], arguments: Any) -> _Outcome:
+        """``_execute`` for a call that is not coalesced, told to the observer."""
+        assert self.observer is not None
+        token = self.observer.tool_started(tool.name, trio.current_time())
+        outcome: _Outcome = ToolError("cancelled", "the call was cancelled")
+        try:
+            outcome = await self._execute(tool, arguments)
+            return outcome
+        finally:
+            error = outcome if isinstance(outcome, ToolError) else None
+            self.observer.tool_ended(token, error, 1, trio.current_time())
 
     # ------------------------------------------------------------------------- cache
 
@@ -483,13 +512,34 @@ class ToolExecutor:
                 return encode_result(await self._invoke(tool, arguments))
             counters.timeouts += 1
             counters.failures += 1
+            TOOLS.warning(
+                "tool %s timed out after %g s",
+                tool.name,
+                timeout,
+                extra={"tool": tool.name, "error_type": "timeout"},
+            )
             return ToolError("timeout", f"tool {tool.name!r} did not finish within {timeout:g} s")
         except Exception as exc:  # a failing tool is reported to the model, never raised
             counters.failures += 1
+            TOOLS.warning(
+                "tool %s raised %s: %s",
+                tool.name,
+                type(exc).__name__,
+                exc,
+                extra={"tool": tool.name, "error_type": type(exc).__name__},
+            )
             return ToolError(type(exc).__name__, str(exc) or type(exc).__name__)
         finally:
             counters.running -= 1
-            counters.execution_time += trio.current_time() - started
+            elapsed = trio.current_time() - started
+            counters.execution_time += elapsed
+            if TOOLS.isEnabledFor(logging.DEBUG):
+                TOOLS.debug(
+                    "tool %s ran %.3f s",
+                    tool.name,
+                    elapsed,
+                    extra={"tool": tool.name, "duration": elapsed},
+                )
 
     def _invoke(self, tool: Tool[..., Any], arguments: Any) -> Awaitable[Any]:
         # A plain function returning the awaitable (rather than a coroutine awaiting it) keeps

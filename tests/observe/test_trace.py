@@ -1,0 +1,208 @@
+"""``--trace`` / ``trace=``: the batch's timeline as Chrome trace-event JSON, and its picture."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import trio
+
+import agentcore
+from agentcore import RetryPolicy
+from agentcore.sim import SimConfig
+from tests.batch.test_cli import _write_inputs, _write_task
+from tests.batch.test_cli_never_loses_results import _agentcore
+
+FAST_RETRY = RetryPolicy(max_attempts=4, base_delay=0.01, max_delay=0.05)
+
+
+@agentcore.tool(coalesce=True)
+async def lookup(topic: str) -> str:
+    """Look a topic up.
+
+    Args:
+        topic: what to look up.
+    """
+    await trio.sleep(0.05)
+    if topic.startswith("bad"):
+        raise RuntimeError(f"no entry for {topic}")
+    return f"{topic}: found"
+
+
+TASK = agentcore.Task(
+    name="look",
+    system="You look topics up with the lookup tool, then answer in one sentence.",
+    prompt="Topic: {topic}",
+    tools=[lookup],
+    max_turns=3,
+)
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    data = json.loads(path.read_text())  # the finished file is one valid JSON document
+    assert isinstance(data, list)
+    return data
+
+
+async def _batch(trace: Path, inputs: list[dict[str, str]], **options: Any) -> Any:
+    async with agentcore.open_driver(
+        "sim://",
+        model="sim",
+        max_inflight=4,
+        tools=[lookup],
+        stream=True,
+        trace=trace,
+        retry=FAST_RETRY,
+        seed=1,
+        **options,
+    ) as driver:
+        results = await agentcore.run_batch(TASK, inputs, driver=driver)
+        return results, driver.statistics()
+
+
+def test_trace_has_one_track_per_slot_and_every_attempt_tool_execution_and_result(
+    tmp_path: Path,
+) -> None:
+    trace = tmp_path / "trace.json"
+    inputs = [{"topic": f"t{i % 3}"} for i in range(24)]
+    results, stats = trio.run(lambda: _batch(trace, inputs, config=SimConfig(speedup=10, slots=64)))
+    assert all(r.status == "ok" for r in results)
+    events = _events(trace)
+    attempts = [e for e in events if e["ph"] == "X" and e["pid"] == 1 and e["name"] != "streaming"]
+    assert len(attempts) == stats.attempts
+    assert {e["tid"] for e in attempts} <= set(range(1, 5))  # never more tracks than slots
+    # No two attempts overlap on one slot track.
+    for tid in {e["tid"] for e in attempts}:
+        spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in attempts if e["tid"] == tid)
+        assert all(a[1] <= b[0] + 0.2 for a, b in itertools.pairwise(spans))
+    # Streamed replies carry their TTFT, and a nested "streaming" slice starts there.
+    streamed = [e for e in attempts if "ttft_ms" in e["args"]]
+    assert streamed
+    assert sum(e["name"] == "streaming" for e in events if e["ph"] == "X") == len(streamed)
+    # Tool executions are drawn once; coalesced calls show as waiters of one execution.
+    executions = [e for e in events if e["ph"] == "X" and e["pid"] == 2]
+    assert len(executions) == stats.tool_executions
+    assert sum(e["args"]["waiters"] for e in executions) == stats.tool_calls
+    assert any(e["args"]["waiters"] > 1 for e in executions)
+    # Every agent's end, and the final counts.
+    ends = [e for e in events if e["ph"] == "i"]
+    assert sorted(e["args"]["agent"] for e in ends) == list(range(24))
+    finals = [e for e in events if e["ph"] == "C" and e["name"] == "results"]
+    assert finals[-1]["args"] == {"ok": 24, "failed": 0, "cancelled": 0}
+
+
+def test_trace_of_a_faulty_batch_shows_failed_attempts_back_offs_and_tool_errors(
+    tmp_path: Path,
+) -> None:
+    trace = tmp_path / "trace.json"
+    inputs = [{"topic": "bad" if i % 4 == 0 else f"t{i}"} for i in range(24)]
+    _, stats = trio.run(lambda: _batch(trace, inputs, config=SimConfig(speedup=10, fail_rate=0.3)))
+    events = _events(trace)
+    failed = [
+        e for e in events if e["ph"] == "X" and e["pid"] == 1 and "error" in e.get("args", {})
+    ]
+    backoffs = [e for e in events if e["ph"] == "X" and e["pid"] == 3]
+    assert stats.attempts > len(stats.requests)  # the server's faults were retried
+    assert failed
+    assert all(e["cname"] == "terrible" for e in failed)
+    assert len(backoffs) == stats.attempts - len(stats.requests)
+    assert all(e["dur"] > 0 for e in backoffs)
+    tool_errors = [
+        e for e in events if e["ph"] == "X" and e["pid"] == 2 and "error" in e.get("args", {})
+    ]
+    assert tool_errors
+    assert "RuntimeError: no entry for bad" in tool_errors[0]["args"]["error"]
+
+
+def test_the_trace_reaches_the_file_while_the_batch_runs(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.json"
+    sizes: list[int] = []
+
+    async def main() -> None:
+        inputs = [{"topic": f"t{i}"} for i in range(600)]
+        async with agentcore.open_batch(
+            TASK,
+            inputs,
+            backend="sim://",
+            model="sim",
+            max_inflight=8,
+            trace=trace,
+            config=SimConfig(speedup=50),
+        ) as results:
+            async for result in results:
+                if result.index % 100 == 0:
+                    sizes.append(trace.stat().st_size)
+
+    trio.run(main)
+    final = trace.stat().st_size
+    assert any(0 < s < final for s in sizes)  # written in pieces, not held until the end
+
+
+def test_agentcore_run_trace_then_agentcore_trace_renders_svg_and_html(tmp_path: Path) -> None:
+    task = _write_task(tmp_path, 0.0)
+    inputs = _write_inputs(tmp_path, 6)
+    trace = tmp_path / "trace.json"
+    run = subprocess.run(
+        _agentcore(
+            "run",
+            task,
+            inputs,
+            "-o",
+            tmp_path / "out.jsonl",
+            "--trace",
+            trace,
+            "-q",
+            "--max-inflight",
+            "3",
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    kinds = Counter(e["ph"] for e in _events(trace))
+    assert kinds["X"] >= 12  # two turns per agent at least
+    svg = tmp_path / "timeline.svg"
+    html = tmp_path / "timeline.html"
+    for out in (svg, html):
+        proc = subprocess.run(
+            _agentcore("trace", trace, "-o", out), capture_output=True, text=True, check=False
+        )
+        assert proc.returncode == 0, proc.stderr
+    root = ET.parse(svg).getroot()  # well-formed XML
+    assert root.tag.endswith("svg")
+    text = svg.read_text()
+    for needle in ("slot 1", "slot 3", "slot utilisation", "tool executions", "6 agents (6 ok)"):
+        assert needle in text
+    assert "slot 4" not in text
+    page = html.read_text()
+    assert page.startswith("<!doctype html>")
+    assert "<svg" in page
+    assert "http" not in page.replace("http://www.w3.org/2000/svg", "")  # nothing fetched
+
+
+def test_agentcore_trace_rejects_a_missing_file_and_an_unknown_format(tmp_path: Path) -> None:
+    missing = subprocess.run(
+        _agentcore("trace", tmp_path / "nope.json", "-o", tmp_path / "t.svg"),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert missing.returncode == 2
+    assert "no such trace file" in missing.stderr
+    trace = tmp_path / "t.json"
+    trace.write_text("[\n]\n")
+    wrong = subprocess.run(
+        _agentcore("trace", trace, "-o", tmp_path / "t.png"),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert wrong.returncode == 2
+    assert ".svg or .html" in wrong.stderr

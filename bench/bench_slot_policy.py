@@ -5,7 +5,8 @@ two model turns per agent) over N agents against the embedded simulated backend 
 default knobs but ``--decode-ms``: 64 engine slots, so the queue is the client's), with
 ``--slots`` inference slots on the client. Measured per run, from the start of the batch:
 the time to the first result, to 50 % of the results, and the wall time. Policies alternate
-run by run; the table shows medians of ``--repeats`` runs and priority's ratio to FIFO measured in the same run.
+run by run; the table shows medians of ``--repeats`` runs and priority's ratio to FIFO
+measured in the same run.
 
 Run: ``.venv/bin/python bench/bench_slot_policy.py`` (``--agents 300 --slots 8 --repeats 3``).
 """

@@ -72,10 +72,21 @@ async def _open_client(
     return client
 
 
-def _observers(trace: str | os.PathLike[str] | None) -> Observer | None:
+def _observers(
+    trace: str | os.PathLike[str] | None, otel: bool, model: str, client: ModelClient
+) -> Observer | None:
     found: list[Observer] = []
     if trace is not None:
         found.append(TraceWriter(trace, trio.current_time()))
+    if otel:
+        try:
+            from ._observe.otel import OtelObserver  # noqa: PLC0415 - optional, loaded lazily
+        except ImportError:
+            raise ConfigError(
+                "otel=True needs OpenTelemetry: pip install 'agentcore[otel]'"
+            ) from None
+        codec = getattr(client, "codec", None)
+        found.append(OtelObserver(model=model, base_url=getattr(codec, "base_url", None)))
     return combine(found)
 
 
@@ -95,6 +106,7 @@ async def open_driver(
     api_key: str | None = None,
     seed: int | None = None,
     trace: str | os.PathLike[str] | None = None,
+    otel: bool = False,
     **backend_options: Any,
 ) -> AsyncIterator[Driver]:
     """Open a driver: a slot limiter, a tool executor and a model client for one backend.
@@ -125,6 +137,8 @@ async def open_driver(
         seed: seeds the back-off jitter, for reproducible schedules.
         trace: write the timeline to this file as Chrome trace-event JSON while the driver
             runs (one track per inference slot; see ``docs/observability.md``).
+        otel: emit OpenTelemetry spans (GenAI semantic conventions) through the global
+            tracer provider; needs ``agentcore[otel]``.
         **backend_options: dialect options passed to :func:`agentcore.wire.backend`.
 
     Yields:
@@ -175,8 +189,8 @@ async def open_driver(
             retry=retry,
             rng=random.Random(seed),
         )
-        if trace is not None:
-            driver._observe(_observers(trace))
+        if trace is not None or otel:
+            driver._observe(_observers(trace, otel, model, client))
         try:
             yield driver
         except BaseException as exc:  # re-raised below, once everything is closed

@@ -163,6 +163,8 @@ class ModelRequests:
             if observer is not None:
                 observer.backoff(call, None if run is None else run.index, event.error, wait, now)
             await trio.sleep(wait)
+        if observer is not None:
+            observer.request_ended(call, event, now)
         if run is not None:
             run.ttft.append(exchange.ttft)
         usage = event.usage if isinstance(event, ModelResponded) else Usage()

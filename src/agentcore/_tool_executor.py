@@ -410,6 +410,9 @@ class ToolExecutor:
         if self._table.join(key, waiter):
             flight = _Flight(key, tool, arguments)
             self._flights[key] = flight
+            if self.observer is not None:
+                # Told here, in the first caller's task, so that joiners always find it.
+                flight.token = self.observer.tool_started(tool.name, trio.current_time())
             self._nursery.start_soon(self._fly, flight, name=self._task_names[tool.name])
         else:
             flight = self._flights[key]
@@ -434,8 +437,6 @@ class ToolExecutor:
             "cancelled", "the tool executor was shut down before the tool finished"
         )
         observer = self.observer
-        if observer is not None:
-            flight.token = observer.tool_started(flight.tool.name, trio.current_time())
         waiters: tuple[trio.lowlevel.Task, ...] = ()
         try:
             with flight.scope:
@@ -452,7 +453,7 @@ class ToolExecutor:
                 flight.outcome = outcome
                 for waiter in waiters:
                     trio.lowlevel.reschedule(waiter)
-            if observer is not None:
+            if observer is not None and flight.token is not None:
                 error = outcome if isinstance(outcome, ToolError) else None
                 observer.tool_ended(flight.token, error, len(waiters), trio.current_time())
 

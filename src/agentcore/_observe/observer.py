@@ -13,6 +13,7 @@ raise, and must keep at most what is in flight (bounded by slots and running too
   ``attempt_started`` comes back to ``attempt_ended`` with the exchange's outcome (``None``
   when the attempt was cancelled).
 - ``backoff``: a failed attempt will be retried after ``wait`` seconds (no slot held).
+- ``request_ended``: the request's final outcome (after its last attempt).
 - ``tool_started`` / ``tool_ended``: one tool execution (shared by ``waiters`` calls when
   coalesced); ``tool_joined``: a call joined an execution already running.
 """
@@ -23,7 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .._core.events import CallModel, ModelError, ToolError
+    from .._core.events import CallModel, ModelError, ModelFailed, ModelResponded, ToolError
     from .._model_client import Exchange
     from .._results import Result
 
@@ -47,6 +48,10 @@ class Observer(Protocol):
 
     def backoff(
         self, call: CallModel, run: int | None, error: ModelError, wait: float, now: float
+    ) -> None: ...
+
+    def request_ended(
+        self, call: CallModel, event: ModelResponded | ModelFailed, now: float
     ) -> None: ...
 
     def tool_started(self, name: str, now: float) -> Any: ...
@@ -90,6 +95,12 @@ class Observers:
     ) -> None:
         for o in self._all:
             o.backoff(call, run, error, wait, now)
+
+    def request_ended(
+        self, call: CallModel, event: ModelResponded | ModelFailed, now: float
+    ) -> None:
+        for o in self._all:
+            o.request_ended(call, event, now)
 
     def tool_started(self, name: str, now: float) -> Any:
         return [o.tool_started(name, now) for o in self._all]

@@ -37,7 +37,7 @@ from typing import IO, TYPE_CHECKING, Any
 import orjson
 
 if TYPE_CHECKING:
-    from .._core.events import CallModel, ModelError, ToolError
+    from .._core.events import CallModel, ModelError, ModelFailed, ModelResponded, ToolError
     from .._model_client import Exchange
     from .._results import Result
 
@@ -255,6 +255,11 @@ class TraceWriter:
         lane = self._backoffs.take()
         heapq.heappush(ends, (now + wait, lane))
         return lane
+
+    def request_ended(
+        self, call: CallModel, event: ModelResponded | ModelFailed, now: float
+    ) -> None:
+        pass  # the attempts tell it all
 
     # -------------------------------------------------------------------- tools
 

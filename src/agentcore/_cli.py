@@ -476,7 +476,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"agentcore: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except BaseException as exc:
-        # Ctrl-C reaches us wrapped in the exception groups of the batch's nurseries.
+        # Ctrl-C, or a configuration error found once the run started, reaches us wrapped in
+        # the exception groups of the batch's nurseries.
+        if isinstance(exc, BaseExceptionGroup) and not interrupted(exc):
+            config, rest = exc.split(ConfigError)
+            if config is not None and rest is None:
+                first: BaseException = config
+                while isinstance(first, BaseExceptionGroup):
+                    first = first.exceptions[0]
+                print(f"agentcore: error: {first}", file=sys.stderr)
+                return EXIT_USAGE
         if not interrupted(exc):
             raise
         print("\nagentcore: interrupted; finished results are in the output", file=sys.stderr)

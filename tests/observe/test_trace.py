@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 
 import agentcore
@@ -206,3 +207,16 @@ def test_agentcore_trace_rejects_a_missing_file_and_an_unknown_format(tmp_path: 
     )
     assert wrong.returncode == 2
     assert ".svg or .html" in wrong.stderr
+
+
+def test_a_trace_file_that_cannot_be_written_stops_tracing_not_the_batch(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # /dev/full accepts opening and fails every write with "No space left on device".
+    inputs = [{"topic": f"t{i}"} for i in range(300)]
+    results, _ = trio.run(lambda: _batch(Path("/dev/full"), inputs, config=SimConfig(speedup=50)))
+    assert [r.status for r in results] == ["ok"] * 300
+    warnings = [r for r in caplog.records if r.name == "agentcore.batch"]
+    assert any(
+        "tracing stopped" in r.getMessage() or "/dev/full" in r.getMessage() for r in warnings
+    )

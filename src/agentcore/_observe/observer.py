@@ -5,7 +5,9 @@ The driver, the model-request path and the tool executor hold one optional obser
 a driver without observers pays one attribute test per event and nothing else.
 
 Hooks receive plain values and trio times (``trio.current_time()``); they must not block or
-raise, and must keep at most what is in flight (bounded by slots and running tools).
+raise (some run between a task joining a shared tool execution and parking, where an exception
+would corrupt the hand-over), and must keep at most what is in flight (bounded by slots and
+running tools).
 
 - ``run_started`` / ``run_ended``: one agent run, from its first effect to its result.
 - ``queued``: a model-request attempt starts waiting for an inference slot.

@@ -23,11 +23,13 @@ Tracks (``pid``/``tid`` in the trace format):
 - counters (pid 4): slots in use, requests waiting for a slot, agents running, results.
 - instant events (pid 4): each agent's end, with its status.
 
-Times are microseconds since the writer opened, from trio's clock.
+Times are microseconds since the writer opened, from trio's clock. A write that fails (a
+full disk) stops the tracing with a warning on ``agentcore.batch``; the batch goes on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import os
 from collections.abc import Iterator
@@ -35,6 +37,8 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import orjson
+
+from .log import BATCH
 
 if TYPE_CHECKING:
     from .._core.events import CallModel, ModelError, ModelFailed, ModelResponded, ToolError
@@ -83,7 +87,8 @@ class TraceWriter:
     """
 
     def __init__(self, path: str | os.PathLike[str], now: float) -> None:
-        self._file: IO[bytes] | None = Path(path).open("wb", buffering=1 << 16)  # noqa: SIM115
+        self._path = Path(path)
+        self._file: IO[bytes] | None = self._path.open("wb", buffering=1 << 16)
         self._origin = now
         self._slots = _Lanes()
         self._tools = _Lanes()
@@ -107,7 +112,14 @@ class TraceWriter:
 
     def _emit(self, event: dict[str, Any]) -> None:
         if self._file is not None:
-            self._file.write(orjson.dumps(event) + b",\n")
+            try:
+                self._file.write(orjson.dumps(event) + b",\n")
+            except OSError as exc:
+                # A full disk must not take the batch down: stop tracing, say so once.
+                BATCH.warning("trace file %s: %s; tracing stopped", self._path, exc)
+                with contextlib.suppress(OSError):
+                    self._file.close()
+                self._file = None
 
     def _counter(self, name: str, now: float, **values: int) -> None:
         self._emit({"name": name, "ph": "C", "ts": self._us(now), "pid": BATCH_PID, "args": values})
@@ -296,19 +308,18 @@ class TraceWriter:
         """Finish the file (idempotent)."""
         if self._file is None:
             return
-        self._file.write(
-            orjson.dumps(
-                {
-                    "name": "agentcore",
-                    "ph": "M",
-                    "pid": BATCH_PID,
-                    "args": {"slots_used": self._slots.used, "results": self._done},
-                }
-            )
-            + b"\n]\n"
-        )
-        self._file.close()
-        self._file = None
+        file, self._file = self._file, None
+        last = {
+            "name": "agentcore",
+            "ph": "M",
+            "pid": BATCH_PID,
+            "args": {"slots_used": self._slots.used, "results": self._done},
+        }
+        try:
+            file.write(orjson.dumps(last) + b"\n]\n")
+            file.close()
+        except OSError as exc:
+            BATCH.warning("trace file %s: %s", self._path, exc)
 
 
 def read_trace(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:

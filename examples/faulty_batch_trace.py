@@ -68,6 +68,4 @@ if __name__ == "__main__":
     parser.add_argument("--agents", type=int, default=60)
     args = parser.parse_args()
     trio.run(main, args.trace, args.agents)
-    from agentcore._observe.render import render_timeline
-
-    print(f"wrote {render_timeline(args.trace, args.picture)}")
+    print(f"wrote {agentcore.render_timeline(args.trace, args.picture)}")

@@ -22,6 +22,7 @@ General layout of the private modules
   ``_stats``, ``_serde``, ``_backends``: statistics, JSON, backend selection.
 - ``_task``, ``_taskfile``, ``_batch``, ``_cli``, ``_demo``: the batch layer and the CLI.
 - ``_sim/``: the simulated backend behind :mod:`agentcore.sim`.
+- ``_observe/``: observer hooks, loggers, the trace file and its picture, OpenTelemetry.
 """
 
 from __future__ import annotations
@@ -76,6 +77,9 @@ if TYPE_CHECKING:
     from ._task import Task as Task
     from ._taskfile import load_task as load_task
 
+    # seeing what a batch did (docs/observability.md)
+    from ._observe.render import render_timeline as render_timeline
+
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
@@ -120,6 +124,8 @@ _EXPORTS: dict[str, str] = {
     "warm_prefix": "_batch",
     "Task": "_task",
     "load_task": "_taskfile",
+    # seeing what a batch did (docs/observability.md)
+    "render_timeline": "_observe.render",
 }
 """Each public name and the private module that defines it."""
 
@@ -159,6 +165,7 @@ __all__ = [
     "map_reduce",
     "open_batch",
     "open_driver",
+    "render_timeline",
     "run_batch",
     "tool",
     "warm_prefix",

@@ -379,16 +379,9 @@ _SIM_KNOBS = (
 
 
 def _cmd_trace(args: argparse.Namespace) -> int:
-    source, out = Path(args.trace), Path(args.output)
-    if not source.is_file():
-        raise ConfigError(f"{source}: no such trace file")
+    out = Path(args.output)
     check_output_path(out)
-    if out.suffix.lower() not in (".svg", ".html", ".htm"):
-        raise ConfigError(f"{out}: the timeline is written as .svg or .html")
-    try:
-        render_timeline(source, out)
-    except (ValueError, KeyError, TypeError) as exc:  # not a trace this renderer can read
-        raise ConfigError(f"{source}: not a trace written by --trace ({exc})") from None
+    render_timeline(args.trace, out)
     print(f"agentcore: wrote {out}", file=sys.stderr)
     return EXIT_OK
 

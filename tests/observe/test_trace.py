@@ -220,3 +220,12 @@ def test_a_trace_file_that_cannot_be_written_stops_tracing_not_the_batch(
     assert any(
         "tracing stopped" in r.getMessage() or "/dev/full" in r.getMessage() for r in warnings
     )
+
+
+def test_render_timeline_refuses_what_is_not_an_agentcore_trace(tmp_path: Path) -> None:
+    bogus = tmp_path / "bogus.json"
+    bogus.write_text('{"not": "a trace"}')
+    with pytest.raises(agentcore.ConfigError, match="not a trace"):
+        agentcore.render_timeline(bogus, tmp_path / "t.svg")
+    with pytest.raises(agentcore.ConfigError, match="no such trace file"):
+        agentcore.render_timeline(tmp_path / "missing.json", tmp_path / "t.svg")

@@ -22,6 +22,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from .._core.errors import ConfigError
 from .trace import BACKOFF_PID, BATCH_PID, SLOTS_PID, TOOLS_PID, read_trace
 
 __all__ = ["render_timeline"]
@@ -330,19 +331,33 @@ def _html(svg: str, title: str) -> str:
 
 
 def render_timeline(trace: str | os.PathLike[str], output: str | os.PathLike[str]) -> Path:
-    """Render a trace file to ``output`` (``.svg``, or ``.html`` holding the SVG).
+    """Draw a trace written by ``trace=`` / ``--trace`` as a self-contained picture.
+
+    ::
+
+        agentcore.render_timeline("trace.json", "timeline.svg")  # or "timeline.html"
+
+    Args:
+        trace: the trace file (one still being written, or cut short by a crash, works too).
+        output: ``.svg``, or ``.html`` for a page holding the SVG; replaced.
 
     Returns:
         The output path.
 
     Raises:
-        ValueError: the output's suffix is neither ``.svg`` nor ``.html``.
+        ConfigError: the trace is missing or not a trace agentcore wrote, or the output's
+            suffix is neither ``.svg`` nor ``.html``.
     """
-    out = Path(output)
+    source, out = Path(trace), Path(output)
     suffix = out.suffix.lower()
     if suffix not in (".svg", ".html", ".htm"):
-        raise ValueError(f"{out}: the timeline is written as .svg or .html")
-    svg = _draw(trace, _scan(trace))
-    text = svg if suffix == ".svg" else _html(svg, f"agentcore timeline: {Path(trace).name}")
+        raise ConfigError(f"{out}: the timeline is written as .svg or .html")
+    if not source.is_file():
+        raise ConfigError(f"{source}: no such trace file")
+    try:
+        svg = _draw(source, _scan(source))
+    except (ValueError, KeyError, TypeError, IndexError) as exc:  # orjson's errors included
+        raise ConfigError(f"{source}: not a trace written by agentcore ({exc!r})") from None
+    text = svg if suffix == ".svg" else _html(svg, f"agentcore timeline: {source.name}")
     out.write_text(text, encoding="utf-8")
     return out

@@ -101,7 +101,7 @@ async def _agentcore(workload: Workload, url: str, slots: int, transport: str) -
         "cpu": self_cpu() - cpu0,
         "ok": statuses.count("ok"),
         "failed": len(statuses) - statuses.count("ok"),
-        "requests": len(stats.requests),
+        "requests": stats.requests,
         "tool_executions": stats.tool_executions,
         "peak_slots": stats.slots.peak_in_use,
     }

@@ -28,15 +28,20 @@ NAMESPACES = {
         "TaskFileError",
         # what a run is configured with and ends with
         "ModelParams", "Usage", "AbortKind", "AbortReason", "ErrorKind", "ModelError",
-        "ToolError",
+        "ToolError", "Budget", "BudgetExceeded", "UsageLimits",
         # tools
         "Tool", "tool", "ToolExecutorStatistics", "ToolStatistics",
         # the driver
-        "Driver", "open_driver", "Result", "ResultStream", "RunTimings", "Timeouts",
+        "Driver", "open_driver", "Fallback", "FallbackPolicy", "Result", "ResultStream",
+        "RunTimings", "Timeouts",
         "RetryPolicy", "SlotStatistics", "DriverStatistics", "RequestStats", "Summary",
         # the batch layer
         "BatchStream", "MapReduceResult", "map_reduce", "open_batch", "run_batch",
         "warm_prefix", "Task", "load_task",
+        # one-shot generation and step events
+        "Generation", "GenerationError", "GenerationStream", "ModelDelta", "ModelReplied",
+        "RequestFailed", "RequestStarted", "RetryScheduled", "RunAborted", "RunFinished",
+        "StepEvent", "StepSink", "StepStream", "ToolEnded", "ToolStarted", "Agent",
         # seeing what a batch did
         "render_timeline",
     },
@@ -52,12 +57,15 @@ NAMESPACES = {
     "agentcore.wire": {
         "Backend", "backend", "Codec", "StreamDecoder", "TextDelta", "ToolCallDelta",
         "HttpRequest", "HttpResponse", "SSEDecoder", "SSEEvent", "Exchange", "ModelClient",
-        "ResponseStream", "Transport", "TransportError",
+        "ResponseStream", "Transport", "TransportError", "TransportErrorKind",
+        "StreamingModelClient",
     },
     "agentcore.sim": {
         "SimConfig", "SimServer", "SimStatistics", "open_sim_server", "run_sim_server",
     },
-    "agentcore.testing": {"Reply", "ScriptedModel", "VirtualRun", "run_in_virtual_time"},
+    "agentcore.testing": {
+        "Reply", "ScriptedModel", "StreamCut", "VirtualRun", "run_in_virtual_time",
+    },
 }  # fmt: skip
 
 PUBLIC_MODULES = [n for n in NAMESPACES if n != "agentcore"] + ["agentcore.testing.strategies"]

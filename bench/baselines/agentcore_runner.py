@@ -66,6 +66,23 @@ def replay_annotations(call: agentcore.core.CallModel) -> list[str]:
     return [] if key is None else [f"output_replay_id:{key}"]
 
 
+class CountingSink:
+    """A step-event sink that counts events and deltas (``--steps``)."""
+
+    def __init__(self, deltas: bool) -> None:
+        self.deltas = deltas
+        self.events = 0
+        self.delta_events = 0
+
+    def push(self, event: Any) -> None:
+        self.events += 1
+        if event.name == "model_delta":
+            self.delta_events += 1
+
+    async def settle(self) -> None:
+        pass
+
+
 async def main(args: argparse.Namespace) -> None:
     workload = Workload.load(args.workload)
     counter = {"executions": 0}
@@ -81,6 +98,9 @@ async def main(args: argparse.Namespace) -> None:
     options: dict[str, Any] = {}
     if workload.annotate:
         options["annotations"] = replay_annotations
+    sink = None if args.steps == "off" else CountingSink(args.steps == "deltas")
+    # Only given when asked for, so the runner also runs an agentcore without step events.
+    batch_options: dict[str, Any] = {} if sink is None else {"steps": sink}
     cpu0, t0 = self_cpu(), time.perf_counter()
     async with agentcore.open_driver(
         args.url,
@@ -90,10 +110,12 @@ async def main(args: argparse.Namespace) -> None:
         stream=args.stream,
         **options,
     ) as driver:
-        results = await agentcore.run_batch(task, workload.inputs, driver=driver, warm=True)
+        results = await agentcore.run_batch(
+            task, workload.inputs, driver=driver, warm=True, **batch_options
+        )
         stats = driver.statistics()
     wall = time.perf_counter() - t0
-    warm = [r for r in stats.requests if r.index is None]
+    warm = [r for r in stats.recent_requests if r.index is None]
     emit(
         {
             "wall": wall,
@@ -101,7 +123,7 @@ async def main(args: argparse.Namespace) -> None:
             "ok": sum(r.status == "ok" for r in results),
             "failed": sum(r.status != "ok" for r in results),
             "errors": sorted({str(r.error.message)[:120] for r in results if r.error})[:5],
-            "requests": len(stats.requests),
+            "requests": stats.requests,
             "tool_calls": stats.tool_calls,
             "tool_executions": counter["executions"],
             "client_prompt_tokens": stats.prompt_tokens,
@@ -109,6 +131,9 @@ async def main(args: argparse.Namespace) -> None:
             "client_ttft_p50": stats.ttft.p50,
             "client_ttft_p95": stats.ttft.p95,
             "warm": [r.error.value if r.error else "ok" for r in warm],
+            "step_events": None if sink is None else sink.events,
+            "delta_events": None if sink is None else sink.delta_events,
+            "agentcore": str(Path(agentcore.__file__).parent),
         }
     )
 
@@ -119,4 +144,10 @@ if __name__ == "__main__":
     parser.add_argument("--url", required=True, help="backend URL, e.g. dynamo://127.0.0.1:PORT")
     parser.add_argument("--slots", type=int, default=8)
     parser.add_argument("--stream", action="store_true", help="stream every request")
+    parser.add_argument(
+        "--steps",
+        choices=("off", "events", "deltas"),
+        default="off",
+        help="push step events (and deltas) of every agent to a counting sink",
+    )
     trio.run(main, parser.parse_args())

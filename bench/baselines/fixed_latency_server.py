@@ -80,7 +80,7 @@ def completion(request: dict[str, object]) -> bytes:
     )
 
 
-def stream_events(request: dict[str, object]) -> list[bytes]:
+def stream_events(request: dict[str, object], pieces: int = 1) -> list[bytes]:
     content, calls = plan_reply(request)
     ident = f"chatcmpl-{next(_COUNTER)}"
     model = request.get("model", "bench-model")
@@ -102,7 +102,9 @@ def stream_events(request: dict[str, object]) -> list[bytes]:
         events.append(chunk({"tool_calls": tool_calls}))
         events.append(chunk({}, "tool_calls"))
     else:
-        events.append(chunk({"content": content}))
+        text = str(content)
+        size = max(1, -(-len(text) // max(1, pieces)))
+        events.extend(chunk({"content": text[i : i + size]}) for i in range(0, len(text), size))
         events.append(chunk({}, "stop"))
     options = request.get("stream_options")
     if isinstance(options, dict) and options.get("include_usage"):
@@ -115,8 +117,9 @@ def stream_events(request: dict[str, object]) -> list[bytes]:
 
 
 class Server:
-    def __init__(self, latency: float) -> None:
+    def __init__(self, latency: float, pieces: int = 1) -> None:
         self.latency = latency
+        self.pieces = pieces
 
     async def serve(self, stream: trio.SocketStream) -> None:
         conn = h11.Connection(h11.SERVER)
@@ -169,7 +172,7 @@ class Server:
             return
         headers = [("content-type", "text/event-stream"), ("transfer-encoding", "chunked")]
         data = conn.send(h11.Response(status_code=200, headers=headers))
-        for event in stream_events(parsed):
+        for event in stream_events(parsed, self.pieces):
             data += conn.send(h11.Data(data=event))
         await stream.send_all(data + conn.send(h11.EndOfMessage()))
 
@@ -182,8 +185,8 @@ class Server:
         await stream.send_all(data + conn.send(h11.EndOfMessage()))
 
 
-async def main(port: int, latency: float) -> None:
-    server = Server(latency)
+async def main(port: int, latency: float, pieces: int = 1) -> None:
+    server = Server(latency, pieces)
     async with trio.open_nursery() as nursery:
         serve = functools.partial(trio.serve_tcp, server.serve, port, host="127.0.0.1")
         listeners = await nursery.start(serve)
@@ -194,6 +197,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency", type=float, default=0.05, help="seconds per answer")
+    parser.add_argument(
+        "--pieces", type=int, default=1, help="content chunks per streamed text answer"
+    )
     args = parser.parse_args()
     with contextlib.suppress(KeyboardInterrupt):
-        trio.run(main, args.port, args.latency)
+        trio.run(main, args.port, args.latency, args.pieces)

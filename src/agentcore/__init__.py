@@ -21,6 +21,8 @@ General layout of the private modules
   ``_driver``, ``_requests``, ``_results``, ``_open``: the trio driver, split by concept;
   ``_stats``, ``_serde``, ``_backends``: statistics, JSON, backend selection.
 - ``_task``, ``_taskfile``, ``_batch``, ``_cli``, ``_demo``: the batch layer and the CLI.
+- ``_generate``, ``_deltas``, ``_steps``, ``_agent``: one-shot generation, deltas, step
+  events, and the one-agent surface (docs/watching.md).
 - ``_sim/``: the simulated backend behind :mod:`agentcore.sim`.
 - ``_observe/``: observer hooks, loggers, the trace file and its picture, OpenTelemetry.
 """
@@ -47,6 +49,9 @@ if TYPE_CHECKING:
     from ._core.events import ErrorKind as ErrorKind
     from ._core.events import ModelError as ModelError
     from ._core.events import ToolError as ToolError
+    from ._core.budgets import Budget as Budget
+    from ._core.budgets import BudgetExceeded as BudgetExceeded
+    from ._core.budgets import UsageLimits as UsageLimits
 
     # tools
     from ._tools import Tool as Tool
@@ -57,6 +62,8 @@ if TYPE_CHECKING:
     # the trio driver (docs/driver.md)
     from ._driver import Driver as Driver
     from ._open import open_driver as open_driver
+    from ._fallback import Fallback as Fallback
+    from ._core.fallback import FallbackPolicy as FallbackPolicy
     from ._results import Result as Result
     from ._results import ResultStream as ResultStream
     from ._results import RunTimings as RunTimings
@@ -76,6 +83,24 @@ if TYPE_CHECKING:
     from ._batch import warm_prefix as warm_prefix
     from ._task import Task as Task
     from ._taskfile import load_task as load_task
+
+    # one-shot generation and step events (docs/watching.md)
+    from ._generate import Generation as Generation
+    from ._generate import GenerationError as GenerationError
+    from ._generate import GenerationStream as GenerationStream
+    from ._steps import ModelDelta as ModelDelta
+    from ._steps import ModelReplied as ModelReplied
+    from ._steps import RequestFailed as RequestFailed
+    from ._steps import RequestStarted as RequestStarted
+    from ._steps import RetryScheduled as RetryScheduled
+    from ._steps import RunAborted as RunAborted
+    from ._steps import RunFinished as RunFinished
+    from ._steps import StepEvent as StepEvent
+    from ._steps import StepSink as StepSink
+    from ._steps import StepStream as StepStream
+    from ._steps import ToolEnded as ToolEnded
+    from ._steps import ToolStarted as ToolStarted
+    from ._agent import Agent as Agent
 
     # seeing what a batch did (docs/observability.md)
     from ._observe.render import render_timeline as render_timeline
@@ -98,6 +123,9 @@ _EXPORTS: dict[str, str] = {
     "ErrorKind": "_core.events",
     "ModelError": "_core.events",
     "ToolError": "_core.events",
+    "Budget": "_core.budgets",
+    "BudgetExceeded": "_core.budgets",
+    "UsageLimits": "_core.budgets",
     # tools
     "Tool": "_tools",
     "tool": "_tools",
@@ -106,6 +134,8 @@ _EXPORTS: dict[str, str] = {
     # the trio driver (docs/driver.md)
     "Driver": "_driver",
     "open_driver": "_open",
+    "Fallback": "_fallback",
+    "FallbackPolicy": "_core.fallback",
     "Result": "_results",
     "ResultStream": "_results",
     "RunTimings": "_results",
@@ -124,6 +154,23 @@ _EXPORTS: dict[str, str] = {
     "warm_prefix": "_batch",
     "Task": "_task",
     "load_task": "_taskfile",
+    # one-shot generation and step events (docs/watching.md)
+    "Generation": "_generate",
+    "GenerationError": "_generate",
+    "GenerationStream": "_generate",
+    "ModelDelta": "_steps",
+    "ModelReplied": "_steps",
+    "RequestFailed": "_steps",
+    "RequestStarted": "_steps",
+    "RetryScheduled": "_steps",
+    "RunAborted": "_steps",
+    "RunFinished": "_steps",
+    "StepEvent": "_steps",
+    "StepSink": "_steps",
+    "StepStream": "_steps",
+    "ToolEnded": "_steps",
+    "ToolStarted": "_steps",
+    "Agent": "_agent",
     # seeing what a batch did (docs/observability.md)
     "render_timeline": "_observe.render",
 }
@@ -133,34 +180,55 @@ _SUBMODULES = frozenset({"core", "sim", "testing", "wire"})
 
 __all__ = [
     "AbortKind",
+    "Agent",
     "AbortReason",
     "AgentcoreError",
     "BatchStream",
+    "Budget",
+    "BudgetExceeded",
     "ConfigError",
     "DecodeError",
     "Driver",
     "DriverStatistics",
     "ErrorKind",
+    "Fallback",
+    "FallbackPolicy",
+    "Generation",
+    "GenerationError",
+    "GenerationStream",
     "InternalError",
     "MapReduceResult",
+    "ModelDelta",
     "ModelError",
     "ModelParams",
+    "ModelReplied",
     "RenderError",
+    "RequestFailed",
+    "RequestStarted",
     "RequestStats",
     "Result",
     "ResultStream",
     "RetryPolicy",
+    "RetryScheduled",
+    "RunAborted",
+    "RunFinished",
     "RunTimings",
     "SlotStatistics",
+    "StepEvent",
+    "StepSink",
+    "StepStream",
     "Summary",
     "Task",
     "TaskFileError",
     "Timeouts",
     "Tool",
+    "ToolEnded",
     "ToolError",
     "ToolExecutorStatistics",
+    "ToolStarted",
     "ToolStatistics",
     "Usage",
+    "UsageLimits",
     "load_task",
     "map_reduce",
     "open_batch",

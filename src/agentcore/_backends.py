@@ -34,8 +34,9 @@ from ._codecs.codec import Backend, Codec
 from ._codecs.dialects import DIALECTS
 from ._codecs.openai import OpenAICodec
 from ._core.errors import ConfigError
+from ._core.validators import check_header_value
 
-__all__ = ["backend"]
+__all__ = ["backend", "is_sim"]
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
@@ -92,6 +93,8 @@ def backend(
     given = dict(options)
     if not isinstance(stream, bool):
         raise ConfigError(f"stream must be True or False, got {stream!r}")
+    if api_key is not None:
+        check_header_value("the API key (api_key=)", api_key, secret=True)
     if transport not in (None, "lean", "httpx"):
         raise ConfigError(f"transport must be 'lean' or 'httpx', got {transport!r}")
     if stream:
@@ -154,6 +157,18 @@ def backend(
     )
 
 
+def _scheme(url: str) -> str:
+    try:
+        return urlsplit(url.strip()).scheme.lower()
+    except ValueError:
+        return ""
+
+
+def is_sim(target: object) -> bool:
+    """Whether ``target`` names the embedded simulator (a ``sim://`` URL), without building it."""
+    return isinstance(target, str) and _scheme(target) == "sim"
+
+
 def _check_url(url: str, parts: SplitResult) -> None:
     if parts.query or parts.fragment:
         raise ConfigError(f"backend URL {url!r} must not have a query or fragment")
@@ -180,9 +195,12 @@ def _base_url(
 
 
 def _key(api_key: str | None, env: str, scheme: str) -> str:
-    key = api_key if api_key is not None else os.environ.get(env)
+    if api_key is not None:
+        return api_key  # checked with every other key in ``backend``
+    key = os.environ.get(env)
     if not key:
         raise ConfigError(f"{scheme} needs an API key: pass api_key= or set {env}")
+    check_header_value(f"the API key in ${env}", key, secret=True)
     return key
 
 

@@ -13,26 +13,34 @@ import secrets
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
 import attrs
 import cattrs
 import orjson
 import trio
 
-from ._backends import backend as make_backend
+from ._budget_guard import OnBudget
 from ._codecs.codec import Backend
+from ._core.budgets import UsageLimits
 from ._core.errors import ConfigError
 from ._core.events import AbortKind, AbortReason, ModelResponded
 from ._core.loop import AgentLoop
 from ._core.messages import Usage
+from ._core.schema import is_pydantic_model
 from ._driver import Driver
 from ._model_client import ModelClient
 from ._observe.log import BATCH
 from ._open import open_driver
 from ._results import Result, ResultStream, RunTimings
+from ._steps import StepSink
 from ._task import RenderError, Task, compile_job, prefix_call
 from ._tools import Tool
+
+T = TypeVar("T")
+P = TypeVar("P")
+M = TypeVar("M")
+R = TypeVar("R")
 
 __all__ = ["BatchStream", "MapReduceResult", "map_reduce", "open_batch", "run_batch", "warm_prefix"]
 
@@ -49,7 +57,7 @@ def new_batch_id() -> str:
     return "b" + secrets.token_hex(4)
 
 
-def _invalid_input(index: int, error: RenderError, now: float) -> Result:
+def _invalid_input(index: int, error: RenderError, now: float) -> Result[Any]:
     return Result(
         index=index,
         status="failed",
@@ -62,51 +70,62 @@ def _invalid_input(index: int, error: RenderError, now: float) -> Result:
     )
 
 
-class BatchStream:
+class BatchStream(Generic[T]):
     """Results of a batch in completion order; iterate with ``async for``.
 
-    Each :class:`~agentcore.Result` carries its input's index. :meth:`cancel` ends every
+    ``BatchStream[T]`` yields ``Result[T]`` for a ``Task[T]``. Each
+    :class:`~agentcore.Result` carries its input's index. :meth:`cancel` ends every
     remaining run promptly with a ``cancelled`` result, which the iteration still delivers.
     """
 
-    def __init__(self, results: ResultStream, indices: list[int], early: deque[Result]) -> None:
+    def __init__(
+        self, results: ResultStream, indices: list[int], early: deque[Result[Any]]
+    ) -> None:
         self._results = results
         self._indices = indices
         self._early = early
 
-    def __aiter__(self) -> BatchStream:
+    def __aiter__(self) -> BatchStream[T]:
         return self
 
-    async def __anext__(self) -> Result:
+    async def __anext__(self) -> Result[T]:
+        # The driver runs untyped loops; the task's output type is what the loop structured.
         if self._early:
-            return self._early.popleft()
+            return cast("Result[T]", self._early.popleft())
         try:
             result = await self._results.__anext__()
         except StopAsyncIteration:
             if self._early:
-                return self._early.popleft()
+                return cast("Result[T]", self._early.popleft())
             raise
         index = self._indices[result.index]
-        return result if index == result.index else attrs.evolve(result, index=index)
+        if index != result.index:
+            result = attrs.evolve(result, index=index)
+        return cast("Result[T]", result)
 
     def cancel(self) -> None:
         """End every remaining run promptly (each reports ``cancelled``)."""
         self._results.cancel()
 
 
+def job_run_id(batch_id: str, index: int | str) -> str:
+    """The run id of job ``index`` of batch ``batch_id`` (``"warm"`` for the warm-up)."""
+    return f"{batch_id}-{index}"
+
+
 def _loops(  # noqa: PLR0917 - private helper, called twice
-    task: Task,
+    task: Task[Any],
     inputs: Iterable[Any],
     batch_id: str,
     indices: list[int],
-    early: deque[Result],
+    early: deque[Result[Any]],
     parent_session_id: str | None,
 ) -> Iterator[AgentLoop]:
     # Consumed lazily by the driver, so a huge input list is never compiled all at once.
     for index, value in enumerate(inputs):
         try:
             loop = compile_job(
-                task, value, run_id=f"{batch_id}-{index}", parent_session_id=parent_session_id
+                task, value, run_id=job_run_id(batch_id, index), parent_session_id=parent_session_id
             )
         except RenderError as exc:
             early.append(_invalid_input(index, exc, trio.current_time()))
@@ -115,7 +134,7 @@ def _loops(  # noqa: PLR0917 - private helper, called twice
         yield loop
 
 
-async def warm_prefix(driver: Driver, task: Task, *, batch_id: str) -> ModelResponded | None:
+async def warm_prefix(driver: Driver, task: Task[Any], *, batch_id: str) -> ModelResponded | None:
     """Send the task's shared prefix once, as a one-token request, before the fan-out.
 
     A prefix-caching server (vLLM, SGLang, Dynamo, sim://) then computes the prefix once
@@ -124,26 +143,8 @@ async def warm_prefix(driver: Driver, task: Task, *, batch_id: str) -> ModelResp
     Returns:
         The reply, or ``None`` if the request failed.
     """
-    reply = await driver.call_model(prefix_call(task, run_id=f"{batch_id}-warm"))
+    reply = await driver.call_model(prefix_call(task, run_id=job_run_id(batch_id, "warm")))
     return reply if isinstance(reply, ModelResponded) else None
-
-
-_DRIVER_ONLY = frozenset({"slot_policy", "adaptive", "retry", "timeouts", "seed", "trace", "otel"})
-"""Options of :func:`open_driver` that do not configure the backend."""
-
-
-def _default_warm(
-    backend: str | Backend | ModelClient | None, model: str, options: Mapping[str, Any]
-) -> bool:
-    if isinstance(backend, Backend):
-        return backend.self_hosted
-    if isinstance(backend, str):
-        options = {k: v for k, v in options.items() if k not in _DRIVER_ONLY}
-        try:
-            return make_backend(backend, model=model or "warm-check", **options).self_hosted
-        except ConfigError:
-            return False
-    return False
 
 
 @asynccontextmanager
@@ -158,11 +159,11 @@ async def _driver_for(
     driver_options: Mapping[str, Any],
 ) -> AsyncIterator[tuple[Driver, bool]]:
     """The given driver or a newly opened one, and whether to warm the prefix up (``warm``;
-    when ``None``: only on a driver opened here for a self-hosted backend)."""
+    when ``None``: when the driver's backend is self-hosted)."""
     if driver is not None:
         if backend is not None or driver_options:
             raise ConfigError("pass either driver= or backend options, not both")
-        yield driver, bool(warm)
+        yield driver, driver.self_hosted if warm is None else warm
         return
     if backend is None:
         raise ConfigError("a backend is needed: pass backend= (a URL such as 'sim://') or driver=")
@@ -170,12 +171,12 @@ async def _driver_for(
     async with open_driver(
         backend, model=model, max_inflight=max_inflight, tools=stack_tools, **options
     ) as opened:
-        yield opened, _default_warm(backend, model, driver_options) if warm is None else warm
+        yield opened, opened.self_hosted if warm is None else warm
 
 
 @asynccontextmanager
 async def open_batch(
-    task: Task,
+    task: Task[T],
     inputs: Iterable[Any],
     *,
     backend: str | Backend | ModelClient | None = None,
@@ -186,8 +187,11 @@ async def open_batch(
     batch_id: str | None = None,
     timeout: float | None = None,
     max_active: int | None = None,
+    budget: UsageLimits | None = None,
+    on_budget: OnBudget = "finish",
+    steps: StepSink | None = None,
     **driver_options: Any,
-) -> AsyncIterator[BatchStream]:
+) -> AsyncIterator[BatchStream[T]]:
     """Run ``task`` over ``inputs``; results arrive in completion order.
 
     ::
@@ -207,10 +211,19 @@ async def open_batch(
         driver: an open driver to use instead of opening one (its tools must include the
             task's).
         warm: send the shared prefix once before the fan-out. ``None``: on for self-hosted
-            backends, off for hosted APIs and model clients.
+            backends, off for hosted APIs and model clients (with ``driver``: as its
+            :attr:`~agentcore.Driver.self_hosted` says).
         batch_id: the prefix of run and session ids (default: a fresh random id).
         timeout: seconds each agent may take.
         max_active: agents in progress at once (bounds memory for huge batches).
+        budget: usage limits of the whole batch (:class:`~agentcore.UsageLimits`; the
+            per-agent limits are ``Task.limits``). Once one has no room, no further agent
+            starts; each remaining input reports ``failed`` with
+            ``AbortKind.BUDGET_EXHAUSTED``.
+        on_budget: ``"finish"`` lets the agents already going end on their own;
+            ``"cancel"`` ends them at once with the budget as their reason.
+
+        steps: receives every agent's step events (``Driver.stream``; docs/watching.md).
         **driver_options: passed to :func:`agentcore.open_driver`; ``slot_policy`` defaults to
             ``"priority"`` here (near-done agents first: earlier results, same wall time).
 
@@ -219,7 +232,7 @@ async def open_batch(
     """
     batch_id = batch_id or new_batch_id()
     indices: list[int] = []
-    early: deque[Result] = deque()
+    early: deque[Result[Any]] = deque()
     async with AsyncExitStack() as stack:
         opened, warm_up = await stack.enter_async_context(
             _driver_for(
@@ -236,10 +249,17 @@ async def open_batch(
             await warm_prefix(opened, task, batch_id=batch_id)
         loops = _loops(task, inputs, batch_id, indices, early, None)
         results = await stack.enter_async_context(
-            opened.stream(loops, timeout=timeout, max_active=max_active)
+            opened.stream(
+                loops,
+                timeout=timeout,
+                max_active=max_active,
+                budget=budget,
+                on_budget=on_budget,
+                steps=steps,
+            )
         )
         BATCH.info("batch %s (%s) started", batch_id, task.name, extra={"batch_id": batch_id})
-        yield BatchStream(results, indices, early)
+        yield BatchStream[T](results, indices, early)
         stats = opened.statistics()
         BATCH.info(
             "batch %s (%s) ended: %d ok, %d failed, %d cancelled",
@@ -253,22 +273,22 @@ async def open_batch(
 
 
 async def run_batch(
-    task: Task,
+    task: Task[T],
     inputs: Iterable[Any],
     *,
     backend: str | Backend | ModelClient | None = None,
     model: str = "",
     max_inflight: int = 32,
-    on_result: Callable[[Result], None] | None = None,
+    on_result: Callable[[Result[T]], None] | None = None,
     **options: Any,
-) -> list[Result]:
+) -> list[Result[T]]:
     """Run ``task`` over ``inputs`` and return one :class:`~agentcore.Result` per input, in
     input order. Takes the same options as :func:`open_batch`.
 
     Args:
         on_result: called with each result as it completes (for progress reporting).
     """
-    collected: list[Result] = []
+    collected: list[Result[T]] = []
     async with open_batch(
         task, inputs, backend=backend, model=model, max_inflight=max_inflight, **options
     ) as results:
@@ -281,13 +301,17 @@ async def run_batch(
 
 
 @attrs.frozen
-class MapReduceResult:
-    """The three stages of :func:`map_reduce`. Unpacks as ``plan, answers, summary``."""
+class MapReduceResult(Generic[P, M, R]):
+    """The three stages of :func:`map_reduce`. Unpacks as ``plan, answers, summary``.
 
-    plan: Result
-    answers: tuple[Result, ...]
+    ``MapReduceResult[P, M, R]`` holds the results of a ``Task[P]`` plan, ``Task[M]`` map
+    agents and a ``Task[R]`` reducer.
+    """
+
+    plan: Result[P]
+    answers: tuple[Result[M], ...]
     """One result per planned item, in plan order (failed ones included)."""
-    summary: Result | None
+    summary: Result[R] | None
     """The reduce agent's result; ``None`` when the plan failed."""
 
     def __iter__(self) -> Iterator[Any]:
@@ -310,6 +334,10 @@ def _default_items(output: Any) -> list[Any]:
 
 
 _UNSTRUCTURE = cattrs.Converter()
+# Pydantic models unstructure through their own ``model_dump`` (pydantic is never imported).
+_UNSTRUCTURE.register_unstructure_hook_func(
+    is_pydantic_model, lambda model: model.model_dump(mode="json")
+)
 
 
 def _as_json_value(value: Any) -> Any:
@@ -318,11 +346,11 @@ def _as_json_value(value: Any) -> Any:
 
 async def map_reduce(
     *,
-    plan: Task,
-    map: Task,
-    reduce: Task,
+    plan: Task[P],
+    map: Task[M],
+    reduce: Task[R],
     input: Any,
-    items: Callable[[Any], Iterable[Any]] | None = None,
+    items: Callable[[P], Iterable[Any]] | None = None,
     backend: str | Backend | ModelClient | None = None,
     model: str = "",
     max_inflight: int = 32,
@@ -331,7 +359,7 @@ async def map_reduce(
     batch_id: str | None = None,
     timeout: float | None = None,
     **driver_options: Any,
-) -> MapReduceResult:
+) -> MapReduceResult[P, M, R]:
     """Plan, then map over the plan's items, then reduce the answers.
 
     - ``plan`` runs once on ``input``; its output lists the items (``items(output)``, by
@@ -367,15 +395,17 @@ async def map_reduce(
         plan_result = plan_results[0]
         if plan_result.status != "ok":
             return MapReduceResult(plan_result, (), None)
-        planned = list((items or _default_items)(plan_result.output))
+        split: Callable[[P], Iterable[Any]] = items or _default_items
+        planned = list(split(cast("P", plan_result.output)))
         indices: list[int] = []
-        early: deque[Result] = deque()
+        early: deque[Result[Any]] = deque()
         if warm_up:
             await warm_prefix(opened, map, batch_id=f"{batch_id}m")
-        answers: list[Result] = []
-        loops = _loops(map, planned, f"{batch_id}m", indices, early, f"{batch_id}p-0")
+        answers: list[Result[M]] = []
+        planner = job_run_id(f"{batch_id}p", 0)
+        loops = _loops(map, planned, f"{batch_id}m", indices, early, planner)
         async with opened.stream(loops, timeout=timeout) as stream:
-            async for result in BatchStream(stream, indices, early):
+            async for result in BatchStream[M](stream, indices, early):
                 answers.append(result)
         answers.sort(key=lambda r: r.index)
         ok = [_as_json_value(r.output) for r in answers if r.status == "ok"]

@@ -22,13 +22,7 @@ import orjson
 import trio
 
 from ._backends import backend as make_backend
-from ._batch import (
-    BATCH_SLOT_POLICY,
-    _as_json_value,
-    _default_warm,
-    new_batch_id,
-    open_batch,
-)
+from ._batch import BATCH_SLOT_POLICY, _as_json_value, new_batch_id, open_batch
 from ._cli_output import ResultsFile, check_output_path, interrupted, split_resumed
 from ._core.errors import ConfigError
 from ._demo import demo_inputs, demo_task
@@ -193,7 +187,7 @@ def summary_table(stats: DriverStatistics, results: Sequence[Result]) -> str:
             f"{stats.runs_cancelled} cancelled)",
         ),
         ("wall time", f"{stats.wall_time:.2f} s"),
-        ("model requests", f"{len(stats.requests)} ({stats.attempts} attempts)"),
+        ("model requests", f"{stats.requests} ({stats.attempts} attempts)"),
         ("turns per agent", f"{(sum(turns) / len(turns)) if turns else 0:.2f}"),
         ("TTFT p50 / p95", f"{_ms(stats.ttft.p50)} / {_ms(stats.ttft.p95)}"),
         ("latency p50 / p95", f"{_ms(stats.latency.p50)} / {_ms(stats.latency.p95)}"),
@@ -214,7 +208,7 @@ def summary_table(stats: DriverStatistics, results: Sequence[Result]) -> str:
 
 
 async def _execute(
-    task: Task,
+    task: Task[Any],
     inputs: Sequence[Any],
     indices: Sequence[int],
     *,
@@ -228,7 +222,6 @@ async def _execute(
 ) -> tuple[list[Result], DriverStatistics]:
     results: list[Result] = []
     progress = _Progress(len(inputs), sys.stderr, progress_enabled)
-    warm = _default_warm(backend, model, driver_options)
     options = {"slot_policy": BATCH_SLOT_POLICY, **driver_options}
     async with open_driver(
         backend, model=model, max_inflight=max_inflight, tools=task.tools, **options
@@ -242,9 +235,7 @@ async def _execute(
                         await trio.sleep(0.25)
 
                 nursery.start_soon(refresh)
-            async with open_batch(
-                task, inputs, driver=driver, warm=warm, batch_id=new_batch_id()
-            ) as stream:
+            async with open_batch(task, inputs, driver=driver, batch_id=new_batch_id()) as stream:
                 async for result in stream:
                     results.append(result)
                     progress.done += 1

@@ -57,7 +57,7 @@ class ResearchNote:
     sources: list[str]
 
 
-def demo_task() -> Task:
+def demo_task() -> Task[ResearchNote]:
     """The demo's task: one lookup round, then a :class:`ResearchNote`."""
     return Task(
         name="research",

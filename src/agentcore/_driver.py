@@ -44,16 +44,20 @@ from __future__ import annotations
 import logging
 import math
 import random
-from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
 
 import trio
 
+from ._budget_guard import BudgetGuard, OnBudget
 from ._codecs.classify import deadline_error
+from ._core.budgets import BudgetExceeded, UsageLimits
 from ._core.errors import ConfigError, InternalError, LocalProtocolError
 from ._core.events import (
     Abort,
     AbortKind,
+    AbortReason,
     CallModel,
     CallTool,
     CancelRequested,
@@ -63,18 +67,35 @@ from ._core.events import (
     ModelFailed,
     ModelResponded,
 )
+from ._core.fallback import FallbackPolicy
 from ._core.loop import AgentLoop, RunState
+from ._core.messages import Message, ModelParams, ToolSpec, Usage
 from ._core.retry import RetryPolicy
+from ._fallback import FallbackRequests
+from ._generate import Generation, GenerationStream, build_call
+from ._generate import generate as _generate
+from ._generate import generate_stream as _generate_stream
 from ._model_client import ModelClient
 from ._observe.log import DRIVER
 from ._observe.observer import Observer
 from ._requests import ModelRequests
 from ._results import Group, Result, ResultStream, Run, RunTimings, Status
 from ._slot_limiter import SlotLimiter
-from ._stats import DriverStatistics, Summary
+from ._stats import DriverStatistics
+from ._steps import (
+    StepChannel,
+    StepSink,
+    StepStream,
+    observed_tool_call,
+    open_step_channel,
+    run_ended,
+)
 from ._tool_executor import ToolExecutor
+from ._tools import Tool
 
 __all__ = ["Driver"]
+
+_NO_PARAMS = ModelParams()
 
 
 def _first_effects(loop: AgentLoop) -> tuple[Effect, ...]:
@@ -98,10 +119,25 @@ class Driver:
         executor: ToolExecutor,
         retry: RetryPolicy,
         rng: random.Random,
+        fallbacks: Sequence[tuple[str, ModelClient, SlotLimiter]] = (),
+        fallback_policy: FallbackPolicy | None = None,
+        primary_name: str = "primary",
+        self_hosted: bool = False,
     ) -> None:
+        self._self_hosted = self_hosted
         self._limiter = limiter
         self._executor = executor
-        self._requests = ModelRequests(client, limiter, retry, rng.random)
+        self._requests: ModelRequests | FallbackRequests = ModelRequests(
+            client, limiter, retry, rng.random
+        )
+        if fallbacks:
+            self._requests = _fallback_requests(
+                self._requests,
+                primary_name,
+                fallbacks,
+                fallback_policy or FallbackPolicy(),
+                (retry, rng),
+            )
         self._everything = Group()
         self._opened = trio.current_time()
         self._closed_at: float | None = None
@@ -112,6 +148,13 @@ class Driver:
     def limiter(self) -> SlotLimiter:
         """The inference-slot limiter (its ``statistics()`` shows slots in use and holders)."""
         return self._limiter
+
+    @property
+    def self_hosted(self) -> bool:
+        """Whether the backend is a server we run (vLLM, SGLang, Dynamo, ``sim://``...):
+        batches warm the shared prefix by default. ``False`` for hosted APIs and model
+        clients."""
+        return self._self_hosted
 
     @property
     def executor(self) -> ToolExecutor:
@@ -172,6 +215,8 @@ class Driver:
             run.cancel()
         if group is not None:
             group.runs.add(run)
+            run.guard = group.guard
+            run.steps = group.steps
             if group.cancelled:
                 run.cancel()
         return run
@@ -192,12 +237,23 @@ class Driver:
                 event: Event
                 if isinstance(effect, CallModel):
                     run.pending_model = effect
-                    event = await self._requests.send(effect, run)
+                    if run.guard is None:
+                        event = await self._requests.send(effect, run)
+                    else:
+                        event = await self._send_budgeted(run, effect)
                     run.pending_model = None
                 elif isinstance(effect, CallTool):
+                    if run.guard is not None:
+                        await run.guard.before_tool_call()
                     run.tool_started()
                     try:
-                        event = await self._executor.call(effect)
+                        if run.steps is None:
+                            event = await self._executor.call(effect)
+                        else:
+                            await run.steps.settle()
+                            event = await observed_tool_call(
+                                self._executor, run.steps, run.index, effect
+                            )
                     finally:
                         run.tool_ended()
                 else:
@@ -225,6 +281,8 @@ class Driver:
         async with trio.open_nursery() as nursery:
             outstanding = 0
             while True:
+                if run.steps is not None:
+                    await run.steps.settle()
                 for call in calls:
                     nursery.start_soon(self._perform_into, run, call, send)
                 outstanding += len(calls)
@@ -242,15 +300,29 @@ class Driver:
     ) -> None:
         send.send_nowait(await self._perform(run, call))
 
+    async def _send_budgeted(self, run: Run, call: CallModel) -> ModelResponded | ModelFailed:
+        guard = run.guard
+        await guard.before_request()
+        event = await self._requests.send(call, run)
+        guard.after_request(event)
+        return event
+
     async def _perform(self, run: Run, call: CallModel | CallTool) -> Event:
         if isinstance(call, CallTool):
+            if run.guard is not None:
+                await run.guard.before_tool_call()
             run.tool_started()
             try:
-                return await self._executor.call(call)
+                if run.steps is None:
+                    return await self._executor.call(call)
+                return await observed_tool_call(self._executor, run.steps, run.index, call)
             finally:
                 run.tool_ended()
         run.pending_model = call
-        event = await self._requests.send(call, run)
+        if run.guard is None:
+            event = await self._requests.send(call, run)
+        else:
+            event = await self._send_budgeted(run, call)
         run.pending_model = None
         return event
 
@@ -271,6 +343,8 @@ class Driver:
     def _result(self, run: Run, end: Finish | Abort | None) -> Result:
         if end is None:
             end = self._interrupted(run)
+        if run.budget is not None and isinstance(end, Abort):
+            end = _over_budget(end, run.budget)
         status: Status
         if isinstance(end, Finish):
             status, output, error = "ok", end.output, None
@@ -287,6 +361,8 @@ class Driver:
                     extra={"agent": run.index, "status": status, "reason": end.reason.kind.value},
                 )
         self._ends[status] += 1
+        if run.steps is not None:
+            run.steps.push(run_ended(run.index, end, status, run.turns))
         timings = RunTimings(
             started=run.started,
             ended=trio.current_time(),
@@ -305,6 +381,7 @@ class Driver:
             usage=end.usage,
             timings=timings,
             turns=run.turns,
+            served_by=() if run.served_by is None else tuple(run.served_by),
         )
 
     # ------------------------------------------------------------------------ batches
@@ -316,6 +393,9 @@ class Driver:
         *,
         timeout: float | None = None,
         max_active: int | None = None,
+        budget: UsageLimits | None = None,
+        on_budget: OnBudget = "finish",
+        steps: StepSink | None = None,
     ) -> AsyncIterator[ResultStream]:
         """Run many loops at once; results arrive in completion order.
 
@@ -334,13 +414,25 @@ class Driver:
             timeout: seconds each run may take from its own start (``None``: no limit).
             max_active: runs in progress at once (``None``: all). Slots bound the model
                 requests either way; this bounds memory for very large batches.
+            budget: usage limits of the whole batch (see :class:`~agentcore.UsageLimits`):
+                once one has no room, no further run starts (each reports ``failed`` with
+                ``AbortKind.BUDGET_EXHAUSTED``).
+            on_budget: what a spent batch budget does to the runs already going:
+                ``"finish"`` lets them end on their own, ``"cancel"`` ends them at once
+                (``failed``, with the budget as the reason).
+            steps: a :class:`StepSink` that receives the step events of every run (see
+                docs/watching.md); ``None``: no events are built.
 
         Yields:
             The :class:`ResultStream`.
         """
         if max_active is not None and max_active < 1:
             raise ConfigError(f"max_active must be at least 1, got {max_active}")
-        group = Group()
+        group = Group(steps=steps)
+        if budget is not None:
+            if not isinstance(budget, UsageLimits):
+                raise ConfigError(f"budget must be a UsageLimits, got {budget!r}")
+            group.guard = BudgetGuard(budget, on_budget, group)
         send, receive = trio.open_memory_channel[Result](0)
         async with _body_nursery() as nursery:
             nursery.start_soon(self._feed, loops, timeout, max_active, group, send)
@@ -366,6 +458,15 @@ class Driver:
                 if holds:
                     assert active is not None
                     await active.acquire_on_behalf_of(index)
+                if group.guard is not None:
+                    refused = group.guard.refuses_run()
+                    if refused is not None:
+                        if holds:
+                            assert active is not None
+                            active.release_on_behalf_of(index)
+                        self._ends["failed"] += 1
+                        await send.send(_not_started(loop, index, refused, trio.current_time()))
+                        continue
                 # ``send`` itself is closed once the nursery has waited for every run, so
                 # the runs share it (a clone per run would cost a checkpoint to close).
                 nursery.start_soon(
@@ -402,6 +503,8 @@ class Driver:
             result = self._result(run, end)
             if self._observer is not None:
                 self._observed(result)
+            if run.steps is not None:
+                await run.steps.settle()
         finally:
             if active is not None:
                 active.release_on_behalf_of(index)
@@ -452,16 +555,172 @@ class Driver:
             return await self._requests.send(call, None)
         return ModelFailed(call.request_id, deadline_error())
 
+    async def generate(
+        self,
+        messages: str | Iterable[Message],
+        *,
+        tools: Iterable[Tool[..., Any] | ToolSpec] = (),
+        output: Any = None,
+        params: ModelParams = _NO_PARAMS,
+        priority: int = 0,
+        deadline: float | None = None,
+        request_id: str | None = None,
+    ) -> Generation:
+        """Ask the model once, through a slot, with retries and statistics, outside any run.
+
+        ::
+
+            reply = await driver.generate("Name three primes.")
+            print(reply.text)
+
+        Args:
+            messages: the conversation (a string is one user message).
+            tools: tools the model may ask for (the calls come back in the reply; they are
+                not run).
+            output: a type the reply must structure into (:attr:`Generation.output`).
+            params: sampling parameters.
+            priority: the request's priority (for ``slot_policy="priority"`` and servers).
+            deadline: trio time after which the request fails with ``ErrorKind.DEADLINE``.
+            request_id: the request's id (default: a fresh ``generate-N``).
+
+        Returns:
+            The :class:`Generation`.
+
+        Raises:
+            GenerationError: the request failed for good, or the reply did not fit
+                ``output``.
+            ConfigError: invalid messages, tools or output type.
+        """
+        call = build_call(
+            messages,
+            tools=tools,
+            output=output,
+            params=params,
+            priority=priority,
+            request_id=request_id,
+        )
+        return await _generate(self._requests, call, output, deadline)
+
+    def generate_stream(
+        self,
+        messages: str | Iterable[Message],
+        *,
+        tools: Iterable[Tool[..., Any] | ToolSpec] = (),
+        output: Any = None,
+        params: ModelParams = _NO_PARAMS,
+        priority: int = 0,
+        deadline: float | None = None,
+        request_id: str | None = None,
+        buffer: int = 16,
+    ) -> AbstractAsyncContextManager[GenerationStream]:
+        """Like :meth:`generate`, with the reply's deltas as they arrive.
+
+        ::
+
+            async with driver.generate_stream("Tell me a story.") as deltas:
+                async for delta in deltas:
+                    if isinstance(delta, agentcore.wire.TextDelta):
+                        print(delta.text, end="")
+
+        The request is streamed whatever the backend's default. It is retried only until
+        its first delta reached the stream; a failure after that ends the iteration with
+        :class:`GenerationError`. Leaving the block (at the end, early, or cancelled) stops
+        the request and releases its slot.
+
+        Args:
+            buffer: deltas the stream holds before the request waits for the caller.
+            (the others as for :meth:`generate`)
+
+        Yields:
+            The :class:`GenerationStream`.
+        """
+        call = build_call(
+            messages,
+            tools=tools,
+            output=output,
+            params=params,
+            priority=priority,
+            request_id=request_id,
+        )
+        return _generate_stream(self._requests, call, output, deadline, buffer)
+
+    # ------------------------------------------------------------------------ watching
+
+    @asynccontextmanager
+    async def watch(
+        self,
+        loop: AgentLoop,
+        *,
+        deltas: bool = False,
+        buffer: int = 64,
+        index: int = 0,
+        deadline: float | None = None,
+    ) -> AsyncIterator[StepStream]:
+        """Run ``loop`` and receive its step events as they happen.
+
+        ::
+
+            async with driver.watch(loop) as steps:
+                async for step in steps:
+                    print(step)
+            result = steps.result
+
+        The events come in the run's order, through a channel of ``buffer`` events. A slow
+        consumer slows this run only: events produced while a slot is held never wait (they
+        queue), and the run waits for the consumer only where it holds no slot. Leaving the
+        block before the last event cancels the run.
+
+        Args:
+            loop: as for :meth:`run`.
+            deltas: also stream each model reply as :class:`ModelDelta` events.
+            buffer: events the channel holds.
+            index: reported as the run's index.
+            deadline: as for :meth:`run`.
+
+        Yields:
+            The :class:`StepStream`; its ``result`` is set once the run has ended.
+        """
+        channel, stream = open_step_channel(buffer, deltas=deltas)
+        async with _body_nursery() as nursery:
+            nursery.start_soon(self._watched, loop, index, deadline, channel, stream)
+            try:
+                yield stream
+            finally:
+                nursery.cancel_scope.cancel()
+
+    async def _watched(
+        self,
+        loop: AgentLoop,
+        index: int,
+        deadline: float | None,
+        channel: StepChannel,
+        stream: StepStream,
+    ) -> None:
+        run = self._open_run(loop, index, deadline, None)
+        run.steps = channel
+        end: Finish | Abort | None = None
+        try:
+            effects = _first_effects(loop)
+            with run.scope:
+                end = await self._drive(run, effects)
+        finally:
+            self._close_run(run, None)
+        stream.result = self._result(run, end)
+        await channel.aclose()
+
     # ------------------------------------------------------------------------ metrics
 
     def statistics(self) -> DriverStatistics:
-        """Everything measured since the driver opened, as a frozen value."""
+        """Everything measured since the driver opened, as a frozen value.
+
+        O(1) in the number of requests: percentiles come from bounded sketches (see
+        :class:`~agentcore._stats.Summary`), and only the latest requests are kept in detail.
+        """
         now = trio.current_time() if self._closed_at is None else self._closed_at
         wall = now - self._opened
-        requests = tuple(self._requests.requests)
-        known = [r for r in requests if r.cached_tokens is not None]
-        known_prompt = sum(r.prompt_tokens for r in known)
-        cached = sum(r.cached_tokens or 0 for r in known)
+        requests = self._requests.stats
+        known_prompt = requests.known_prompt_tokens
+        cached = requests.cached_tokens
         tools = self._executor.statistics()
         slots = self._limiter.statistics()
         capacity = slots.max_inflight * wall
@@ -471,14 +730,15 @@ class Driver:
             runs_ok=self._ends["ok"],
             runs_failed=self._ends["failed"],
             runs_cancelled=self._ends["cancelled"],
-            requests=requests,
-            attempts=self._requests.attempts,
-            failed_requests=sum(1 for r in requests if r.error is not None),
-            latency=Summary.of(r.latency for r in requests),
-            ttft=Summary.of(r.ttft for r in requests if r.ttft is not None),
-            slot_wait=Summary.of(r.slot_wait for r in requests),
-            prompt_tokens=sum(r.prompt_tokens for r in requests),
-            completion_tokens=sum(r.completion_tokens for r in requests),
+            requests=requests.requests,
+            recent_requests=tuple(requests.recent),
+            attempts=requests.attempts,
+            failed_requests=requests.failed,
+            latency=requests.latency.summary(),
+            ttft=requests.ttft.summary(),
+            slot_wait=requests.slot_wait.summary(),
+            prompt_tokens=requests.prompt_tokens,
+            completion_tokens=requests.completion_tokens,
             cached_tokens=cached,
             cached_ratio=cached / known_prompt if known_prompt else None,
             tool_calls=tools.requests,
@@ -487,7 +747,48 @@ class Driver:
             tools=tools,
             slots=slots,
             slot_utilisation=slots.busy_time / capacity if capacity > 0 else None,
+            served_by=dict(requests.served_by),
         )
+
+
+def _fallback_requests(
+    primary: ModelRequests,
+    primary_name: str,
+    fallbacks: Sequence[tuple[str, ModelClient, SlotLimiter]],
+    policy: FallbackPolicy,
+    retrying: tuple[RetryPolicy, random.Random],
+) -> FallbackRequests:
+    retry, rng = retrying
+    names = [name for name, _, _ in fallbacks]
+    if primary_name in names or len(set(names)) != len(names):
+        raise ConfigError(f"backend names must be distinct, got {[primary_name, *names]}")
+    primary.name = primary_name
+    routes = [(primary_name, primary)]
+    for name, client, limiter in fallbacks:
+        routes.append((name, ModelRequests(client, limiter, retry, rng.random, name)))
+    return FallbackRequests(routes, policy)
+
+
+def _over_budget(end: Abort, exceeded: BudgetExceeded) -> Abort:
+    """The abort of a run cancelled because its batch's budget ran out."""
+    if end.reason.kind is not AbortKind.CANCELLED:
+        return end
+    reason = AbortReason(AbortKind.BUDGET_EXHAUSTED, exceeded.describe(), budget=exceeded)
+    return Abort(reason, end.transcript, end.usage)
+
+
+def _not_started(loop: AgentLoop, index: int, exceeded: BudgetExceeded, now: float) -> Result:
+    """The result of a run its batch's spent budget did not let start."""
+    return Result(
+        index=index,
+        status="failed",
+        output=None,
+        error=AbortReason(AbortKind.BUDGET_EXHAUSTED, exceeded.describe(), budget=exceeded),
+        transcript=loop.transcript,
+        usage=Usage(),
+        timings=RunTimings(now, now, 0.0, 0.0, 0.0, (), 0),
+        turns=0,
+    )
 
 
 @asynccontextmanager

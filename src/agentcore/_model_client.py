@@ -14,21 +14,26 @@ codec's stream decoder and the time to first token (the first non-empty delta) i
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 import attrs
 import trio
 
-from ._codecs.classify import connection_error, truncated_stream
+from ._codecs.classify import transport_failure, unusable_request
 from ._codecs.codec import Codec, Delta, TextDelta
 from ._codecs.http import Headers, HttpRequest, Timeouts, header
 from ._codecs.redact import redact, secret_values
 from ._core.errors import AgentcoreError, TransportError
-from ._core.events import CallModel, ErrorKind, ModelError, ModelFailed, ModelResponded
+from ._core.events import CallModel, ModelError, ModelFailed, ModelResponded
 from ._observe.log import TRANSPORT
 from ._transports.protocol import Transport
 
-__all__ = ["Exchange", "HttpModelClient", "ModelClient"]
+__all__ = ["DeltaSink", "Exchange", "HttpModelClient", "ModelClient", "StreamingModelClient"]
+
+DeltaSink = Callable[[Sequence[Delta]], Awaitable[None]]
+"""Receives the deltas of a streamed reply as they are decoded (one call per body piece that
+carried any). It may wait: the exchange (and its slot) waits with it."""
 
 
 @attrs.frozen
@@ -55,6 +60,20 @@ class ModelClient(Protocol):
 
     async def aclose(self) -> None:
         """Release what the client holds (connections). It is unusable afterwards."""
+        ...
+
+
+@runtime_checkable
+class StreamingModelClient(ModelClient, Protocol):
+    """A model client that can hand out a reply's deltas while it arrives.
+
+    The driver uses :meth:`exchange_streaming` for ``Driver.generate_stream`` and for runs
+    whose step events include deltas; a client without it still works there: the deltas of
+    its whole reply are handed on at once when it ends.
+    """
+
+    async def exchange_streaming(self, call: CallModel, sink: DeltaSink) -> Exchange:
+        """One streamed attempt at ``call``, awaiting ``sink`` with each decoded delta batch."""
         ...
 
 
@@ -92,17 +111,6 @@ def _failed(
     return Exchange(ModelFailed(call.request_id, error), ttft)
 
 
-def _transport_failure(exc: TransportError) -> ModelError:
-    if exc.kind == "timeout":
-        return ModelError(kind=ErrorKind.TIMEOUT, message=str(exc), retryable=True)
-    return connection_error(str(exc))
-
-
-def _unusable(exc: AgentcoreError) -> ModelError:
-    # A codec refusing a request or bytes it cannot handle: retrying would not help.
-    return ModelError(kind=ErrorKind.PROTOCOL, message=str(exc))
-
-
 class HttpModelClient:
     """A :class:`ModelClient` over HTTP: ``codec`` builds and reads messages, ``transport``
     moves them.
@@ -136,15 +144,20 @@ class HttpModelClient:
             request = self.codec.encode(call, stream=False)
             response = await self.transport.send(request, self.timeouts)
         except TransportError as exc:
-            return _failed(call, _transport_failure(exc), request)
+            return _failed(call, transport_failure(exc), request)
         except AgentcoreError as exc:
-            return _failed(call, _unusable(exc), request)
+            return _failed(call, unusable_request(str(exc)), request)
         event = self.codec.decode(call.request_id, response.status, response.headers, response.body)
         if isinstance(event, ModelFailed):
             return _failed(call, event.error, request)
         return Exchange(event)
 
-    async def _streamed(self, call: CallModel) -> Exchange:
+    async def exchange_streaming(self, call: CallModel, sink: DeltaSink) -> Exchange:
+        """One attempt at ``call``, streamed whatever ``stream`` says; ``sink`` gets the deltas
+        (see :class:`StreamingModelClient`)."""
+        return await self._streamed(call, sink)
+
+    async def _streamed(self, call: CallModel, sink: DeltaSink | None = None) -> Exchange:
         started = trio.current_time()
         ttft: float | None = None
         request: HttpRequest | None = None
@@ -161,24 +174,26 @@ class HttpModelClient:
                     event = self.codec.decode(
                         call.request_id, response.status, response.headers, bytes(body)
                     )
+                    whole = event.message.content if isinstance(event, ModelResponded) else None
+                    if sink is not None and whole:
+                        # Whole, not streamed: hand the reply's text over as one delta.
+                        await sink([TextDelta(whole)])
                 else:
                     decoder = self.codec.stream_decoder(call.request_id)
                     while chunk := await response.receive():
                         deltas = decoder.feed(chunk)
                         if ttft is None and any(_nonempty(d) for d in deltas):
                             ttft = trio.current_time() - started
+                        if sink is not None and deltas:
+                            await sink(deltas)
                     event = decoder.finish()
                 if isinstance(event, ModelFailed):
                     return _failed(call, event.error, request, ttft)
                 return Exchange(event, ttft)
         except TransportError as exc:
-            if exc.response_started:
-                error = truncated_stream(f"stream interrupted: {exc}")
-            else:
-                error = _transport_failure(exc)
-            return _failed(call, error, request, ttft)
+            return _failed(call, transport_failure(exc, streamed=True), request, ttft)
         except AgentcoreError as exc:
-            return _failed(call, _unusable(exc), request, ttft)
+            return _failed(call, unusable_request(str(exc)), request, ttft)
 
     async def aclose(self) -> None:
         """Close the transport."""

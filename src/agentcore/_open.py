@@ -10,24 +10,28 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import trio
 
 from ._backends import backend as make_backend
+from ._backends import is_sim
 from ._codecs.codec import Backend
 from ._codecs.http import Timeouts
 from ._core.errors import ConfigError
+from ._core.events import ErrorKind
+from ._core.fallback import FallbackPolicy
 from ._core.retry import RetryPolicy
 from ._core.slots import SlotPolicy
 from ._core.validators import check_choice
 from ._driver import Driver
+from ._fallback import Fallback
 from ._model_client import HttpModelClient, ModelClient
 from ._observe.observer import Observer, combine
 from ._observe.trace import TraceWriter
-from ._sim import open_sim_server
+from ._sim import SimConfig, open_sim_server
 from ._slot_limiter import SlotLimiter
 from ._tool_executor import open_tool_executor
 from ._tools import Tool
@@ -50,15 +54,23 @@ async def _open_client(
     transport: TransportKind | None,
     api_key: str | None,
     options: dict[str, Any],
-) -> ModelClient:
-    configured = make_backend(target, model=model, api_key=api_key, **options)
-    if configured.name == "sim":
-        # The embedded simulator: start it on a free loopback port, then talk to it as an
-        # OpenAI-compatible server in the ``sim`` dialect with the same options.
-        config = configured.options.get("config")
+) -> tuple[ModelClient, bool]:
+    """The model client for ``target``, and whether the backend is self-hosted."""
+    if is_sim(target):
+        # The embedded simulator: check the options, start it on a free loopback port, then
+        # bind the backend once, as an OpenAI-compatible server in the ``sim`` dialect.
+        assert isinstance(target, str)
+        rest = dict(options)
+        config = rest.pop("config", None)
+        if "dialect" in rest:
+            raise ConfigError("sim:// speaks the sim dialect; dialect= does not apply to it")
+        if config is not None and not isinstance(config, SimConfig):
+            raise ConfigError(f"config must be a SimConfig, got {config!r}")
         server = await stack.enter_async_context(open_sim_server(port=0, config=config))
-        rest = {k: v for k, v in configured.options.items() if k != "config"}
         configured = make_backend(server.url, model=model, api_key=api_key, dialect="sim", **rest)
+    else:
+        configured = make_backend(target, model=model, api_key=api_key, **options)
+    self_hosted = configured.self_hosted
     kind = configured.transport if transport is None else transport
     check_choice("transport", kind, ("lean", "httpx"))
     moved = make_transport(configured.base_url, kind=kind, max_connections=max_inflight)
@@ -69,7 +81,70 @@ async def _open_client(
         stream=configured.stream if stream is None else stream,
     )
     stack.push_async_callback(client.aclose)
-    return client
+    return client, self_hosted
+
+
+def _fallback_specs(
+    entries: Sequence[str | Backend | ModelClient | Fallback], primary_name: str
+) -> list[tuple[str, Fallback]]:
+    """Each fallback entry as a named :class:`Fallback`, checked before anything opens."""
+    if isinstance(entries, str | bytes | Backend | Fallback | ModelClient):
+        raise ConfigError(f"fallback must be a list of backends, got {entries!r}")
+    specs: list[tuple[str, Fallback]] = []
+    taken = {primary_name}
+    for number, entry in enumerate(entries, start=1):
+        spec = entry if isinstance(entry, Fallback) else Fallback(entry)
+        target = spec.backend
+        if not isinstance(target, str | Backend | ModelClient):
+            raise ConfigError(
+                f"a fallback must be a backend URL, a Backend or a model client; got {target!r}"
+            )
+        name = spec.name or (target if isinstance(target, str) else f"fallback-{number}")
+        if name in taken:
+            if spec.name is not None:
+                raise ConfigError(f"two backends are named {name!r}")
+            name = f"{name}#{number}"
+        taken.add(name)
+        specs.append((name, spec))
+    return specs
+
+
+async def _open_fallbacks(
+    stack: AsyncExitStack,
+    specs: list[tuple[str, Fallback]],
+    *,
+    model: str,
+    max_inflight: int,
+    limits: tuple[SlotPolicy, bool],
+    stream: bool | None,
+    timeouts: Timeouts,
+    transport: TransportKind | None,
+) -> list[tuple[str, ModelClient, SlotLimiter]]:
+    """A model client and a slot limiter per fallback backend, opened on ``stack``."""
+    slot_policy, adaptive = limits
+    routes: list[tuple[str, ModelClient, SlotLimiter]] = []
+    for name, spec in specs:
+        target = spec.backend
+        client: ModelClient
+        if isinstance(target, str | Backend):
+            client, _ = await _open_client(
+                stack,
+                target,
+                model=spec.model or model,
+                max_inflight=spec.max_inflight or max_inflight,
+                stream=stream,
+                timeouts=timeouts,
+                transport=transport,
+                api_key=spec.api_key,
+                options=dict(spec.options),
+            )
+        else:
+            client = target
+        slots = SlotLimiter(
+            spec.max_inflight or max_inflight, policy=slot_policy, adaptive=adaptive
+        )
+        routes.append((name, client, slots))
+    return routes
 
 
 def _observers(
@@ -105,6 +180,8 @@ async def open_driver(
     transport: TransportKind | None = None,
     api_key: str | None = None,
     seed: int | None = None,
+    fallback: Sequence[str | Backend | ModelClient | Fallback] = (),
+    fallback_on: Iterable[ErrorKind] | None = None,
     trace: str | os.PathLike[str] | None = None,
     otel: bool = False,
     **backend_options: Any,
@@ -135,6 +212,11 @@ async def open_driver(
         transport: ``"lean"`` or ``"httpx"`` (``None``: the backend's default).
         api_key: the API key for hosted backends.
         seed: seeds the back-off jitter, for reproducible schedules.
+        fallback: backends (or models) to try, in order, when a request fails for good on
+            the one before (see docs/backends.md): URLs, ``Backend`` values, model clients,
+            or :class:`~agentcore.Fallback` values with their own model, slots and key.
+        fallback_on: the error kinds that send a request on to the next backend (default:
+            :data:`~agentcore._core.fallback.DEFAULT_FALLBACK_ON`).
         trace: write the timeline to this file as Chrome trace-event JSON while the driver
             runs (one track per inference slot; see ``docs/observability.md``).
         otel: emit OpenTelemetry spans (GenAI semantic conventions) through the global
@@ -150,14 +232,18 @@ async def open_driver(
     if isinstance(max_inflight, bool) or not isinstance(max_inflight, int) or max_inflight < 1:
         raise ConfigError(f"max_inflight must be a positive integer, got {max_inflight!r}")
     check_choice("slot_policy", slot_policy, ("fifo", "priority"))
+    primary_name = backend if isinstance(backend, str) else "primary"
+    specs = _fallback_specs(fallback, primary_name)
+    policy = FallbackPolicy() if fallback_on is None else FallbackPolicy(fallback_on)
     # The tool executor keeps a nursery open around our ``yield``; an exception of the
     # caller's block is taken out before it would be wrapped in an exception group there,
     # and re-raised as itself once everything is closed.
     raised: BaseException | None = None
     async with AsyncExitStack() as stack:
         client: ModelClient
+        self_hosted = False
         if isinstance(backend, str | Backend):
-            client = await _open_client(
+            client, self_hosted = await _open_client(
                 stack,
                 backend,
                 model=model,
@@ -181,6 +267,16 @@ async def open_driver(
             raise ConfigError(
                 f"expected a backend URL, a Backend or a model client; got {backend!r}"
             )
+        routes = await _open_fallbacks(
+            stack,
+            specs,
+            model=model,
+            max_inflight=max_inflight,
+            limits=(slot_policy, adaptive),
+            stream=stream,
+            timeouts=timeouts,
+            transport=transport,
+        )
         executor = await stack.enter_async_context(open_tool_executor(tools))
         driver = Driver(
             client=client,
@@ -188,6 +284,10 @@ async def open_driver(
             executor=executor,
             retry=retry,
             rng=random.Random(seed),
+            fallbacks=routes,
+            fallback_policy=policy,
+            primary_name=primary_name,
+            self_hosted=self_hosted,
         )
         if trace is not None or otel:
             driver._observe(_observers(trace, otel, model, client))

@@ -10,26 +10,32 @@ attempt that the retry policy allows to retry sleeps its back-off *without* a sl
 again; the first success or the final failure ends the request. The model client never raises
 for server or network failures (they come back classified), so the only exceptions here are
 cancellations, which release the slot on their way out.
+
+Statistics are bounded aggregates (counters and :class:`~agentcore._stats.Distribution`
+sketches) plus a ring of the latest requests, so a driver kept open for days does not grow.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import trio
 
+from ._codecs.codec import Delta
 from ._core.events import CallModel, ErrorKind, ModelError, ModelFailed, ModelResponded
 from ._core.messages import Usage
 from ._core.retry import RetryPolicy
+from ._deltas import stream_exchange
 from ._model_client import Exchange, ModelClient
 from ._observe.log import DRIVER
 from ._observe.observer import Observer
 from ._results import Run
 from ._slot_limiter import SlotLimiter
-from ._stats import RequestStats
+from ._stats import RequestStats, RequestTotals
+from ._steps import ModelReplied, RequestFailed, RequestStarted, RetryScheduled, step_deltas
 
 __all__ = ["ModelRequests"]
 
@@ -64,6 +70,17 @@ def _log_attempt(
     )
 
 
+class StreamSink(Protocol):
+    """Where the deltas of a streamed request go (``Driver.generate_stream``)."""
+
+    @property
+    def delivered(self) -> bool:
+        """Whether a delta reached the caller: the request is not retried after that."""
+        ...
+
+    async def __call__(self, deltas: Sequence[Delta]) -> None: ...
+
+
 class ModelRequests:
     """Sends model requests for one driver and keeps their statistics."""
 
@@ -73,20 +90,28 @@ class ModelRequests:
         limiter: SlotLimiter,
         retry: RetryPolicy,
         random: Callable[[], float],
+        name: str = "",
     ) -> None:
+        self.name = name
+        """The backend's name in ``RequestStats.backend`` (set with model fallback)."""
         self._client = client
         self._limiter = limiter
         self._retry = retry
         self._random = random
-        self.attempts = 0
-        """Exchanges made, retries included."""
-        self.requests: list[RequestStats] = []
-        """One entry per finished request."""
+        self.stats = RequestTotals()
+        """What was measured; model fallback makes every backend share one."""
         self.observer: Observer | None = None
         """Told about slot waits, attempts and back-offs (``None``: nobody listens)."""
 
-    async def send(self, call: CallModel, run: Run | None) -> ModelResponded | ModelFailed:
-        """Make ``call`` through a slot, retrying as the policy allows; record its statistics."""
+    async def send(
+        self, call: CallModel, run: Run | None, sink: StreamSink | None = None
+    ) -> ModelResponded | ModelFailed:
+        """Make ``call`` through a slot, retrying as the policy allows; record its statistics.
+
+        With ``sink``, each attempt is streamed into it, and a failure after a delta was
+        delivered is final. A run with step events (``run.steps``) reports each step there.
+        """
+        steps = None if run is None else run.steps
         limiter = self._limiter
         first = trio.current_time()
         owner = call.request_id if run is None else run.index
@@ -96,6 +121,8 @@ class ModelRequests:
         observer = self.observer
         token = None
         while True:
+            if steps is not None:
+                await steps.settle()
             if observer is not None:
                 observer.queued(call, None if run is None else run.index, trio.current_time())
             slot = await limiter.acquire(owner, priority)
@@ -104,12 +131,29 @@ class ModelRequests:
                 token = observer.attempt_started(
                     call, None if run is None else run.index, attempts, slot.wait, slot.granted_at
                 )
-            self.attempts += 1
+            self.stats.attempts += 1
             if run is not None and attempts == 1:
                 run.turns += 1
             slot_wait += slot.wait
             try:
-                exchange = await self._client.exchange(call)
+                if steps is not None:
+                    assert run is not None
+                    steps.push(
+                        RequestStarted(
+                            run.index,
+                            call.request_id,
+                            call.hints.turn,
+                            attempts,
+                            slot.wait,
+                            slot.granted_at,
+                        )
+                    )
+                    if steps.deltas:
+                        sink = step_deltas(steps, run.index, call, attempts)
+                if sink is None:
+                    exchange = await self._client.exchange(call)
+                else:
+                    exchange = await stream_exchange(self._client, call, sink)
             except BaseException:
                 limiter.release(slot)
                 if observer is not None:
@@ -140,7 +184,7 @@ class ModelRequests:
                 random=self._random,
                 remaining=None if deadline == math.inf else deadline - now,
             )
-            if wait is None:
+            if wait is None or (sink is not None and sink.delivered):
                 if _LOG.isEnabledFor(logging.WARNING):
                     _LOG.warning(
                         "model request %s failed after %d attempt(s): %s: %s",
@@ -162,25 +206,63 @@ class ModelRequests:
                 )
             if observer is not None:
                 observer.backoff(call, None if run is None else run.index, event.error, wait, now)
+            if steps is not None:
+                assert run is not None
+                steps.push(
+                    RetryScheduled(run.index, call.request_id, attempts, event.error, wait, now)
+                )
             await trio.sleep(wait)
         if observer is not None:
             observer.request_ended(call, event, now)
         if run is not None:
             run.ttft.append(exchange.ttft)
+        if steps is not None:
+            assert run is not None
+            steps.push(
+                ModelReplied(
+                    run.index,
+                    call.request_id,
+                    call.hints.turn,
+                    attempts,
+                    event.message,
+                    event.usage,
+                    event.finish_reason,
+                    exchange.ttft,
+                    now,
+                )
+                if isinstance(event, ModelResponded)
+                else RequestFailed(
+                    run.index, call.request_id, call.hints.turn, attempts, event.error, now
+                )
+            )
+        self._record(call, run, event, attempts, slot_wait, latency, now - first, exchange.ttft)
+        return event
+
+    def _record(  # noqa: PLR0917 - private, called once per request
+        self,
+        call: CallModel,
+        run: Run | None,
+        event: ModelResponded | ModelFailed,
+        attempts: int,
+        slot_wait: float,
+        latency: float,
+        elapsed: float,
+        ttft: float | None,
+    ) -> None:
         usage = event.usage if isinstance(event, ModelResponded) else Usage()
-        self.requests.append(
+        self.stats.add(
             RequestStats(  # positional: this runs once per model request
                 call.request_id,
                 None if run is None else run.index,
                 attempts,
                 slot_wait,
                 latency,
-                now - first,
-                exchange.ttft,
+                elapsed,
+                ttft,
                 usage.prompt_tokens,
                 usage.completion_tokens,
                 usage.cached_tokens,
                 event.error.kind if isinstance(event, ModelFailed) else None,
+                self.name,
             )
         )
-        return event

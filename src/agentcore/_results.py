@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal
 
 import attrs
 import trio
 
+from ._core.budgets import BudgetExceeded
 from ._core.events import AbortReason, CallModel
 from ._core.loop import AgentLoop
 from ._core.messages import Message, Usage
 
-__all__ = ["Group", "Result", "ResultStream", "Run", "RunTimings", "Status"]
+__all__ = ["Group", "OutputT", "Result", "ResultStream", "Run", "RunTimings", "Status"]
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeVar
+
+    from ._steps import StepSink
+
+    OutputT = TypeVar("OutputT", default=Any)
+    """The type of a run's output; unknown (``Any``) for a bare :class:`Result`."""
+else:  # type parameter defaults exist for type checkers only (PEP 696)
+    from typing import TypeVar
+
+    OutputT = TypeVar("OutputT")
 
 Status = Literal["ok", "failed", "cancelled"]
 """How a run ended: with an output, without one, or because it was cancelled."""
@@ -41,8 +54,8 @@ class RunTimings:
 
 
 @attrs.frozen
-class Result:
-    """How one agent run ended.
+class Result(Generic[OutputT]):
+    """How one agent run ended; ``Result[T]`` for a task whose output type is ``T``.
 
     ``status`` is ``"ok"`` when the loop finished with an output, ``"cancelled"`` when the run
     was cancelled, ``"failed"`` otherwise (model failure, exhausted budgets, deadline); then
@@ -52,14 +65,18 @@ class Result:
     index: int
     """The run's index (its position in the input of a batch)."""
     status: Status
-    output: Any
-    """The loop's output (``None`` unless ``status == "ok"``)."""
+    output: OutputT | None
+    """The loop's output (``None`` unless ``status == "ok"``): an instance of the task's
+    output type, or the answer text for a task without one."""
     error: AbortReason | None
     transcript: tuple[Message, ...]
     usage: Usage
     timings: RunTimings
     turns: int
     """Model requests made (sent at least once)."""
+    served_by: tuple[str, ...] = ()
+    """With model fallback: the backend that gave each request its final reply or failure,
+    in request order (empty without fallback)."""
 
 
 @attrs.define(eq=False)
@@ -80,6 +97,15 @@ class Run:
     tools_running: int = 0
     tools_since: float = 0.0
     tool_time: float = 0.0
+    guard: Any = None
+    """The batch's ``BudgetGuard``, when its batch has a usage budget."""
+    served_by: list[str] | None = None
+    """With model fallback: the backend of each request so far."""
+    budget: BudgetExceeded | None = None
+    """The batch budget that ran out, when that is why the run was cancelled."""
+
+    steps: StepSink | None = None
+    """Where the run's step events go (``None``: not observed, nothing is built)."""
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -102,6 +128,11 @@ class Group:
 
     runs: set[Run] = attrs.field(factory=set)
     cancelled: bool = False
+    guard: Any = None
+    """The ``BudgetGuard`` of a batch with a usage budget."""
+
+    steps: StepSink | None = None
+    """Where the step events of the group's runs go, if anywhere."""
 
     def cancel(self) -> None:
         self.cancelled = True

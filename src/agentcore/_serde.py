@@ -86,6 +86,7 @@ from ._core.events import (
     ToolReturned,
 )
 from ._core.messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
+from ._core.schema import json_kind
 
 __all__ = ["dumps", "loads"]
 
@@ -129,22 +130,11 @@ class _WireError(ValueError):
 
 
 def _json_kind(value: object) -> str:
-    """How a decoded JSON value reads in an error message."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return f"a {type(value).__name__}"
+    """How a decoded JSON value reads in an error message: ``an integer``, ``null``..."""
+    kind = json_kind(value)
+    if kind == "null":
+        return kind
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
 
 
 def _type_name(tp: Any) -> str:

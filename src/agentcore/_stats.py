@@ -1,22 +1,49 @@
-"""Frozen statistics values of the driver, and the percentile helper behind their summaries.
+"""Frozen statistics values of the driver, and the bounded aggregates behind their summaries.
 
-Everything here is a plain value: :meth:`Driver.statistics` builds a fresh
+Everything public here is a plain value: :meth:`Driver.statistics` builds a fresh
 :class:`DriverStatistics` from the driver's counters each time it is called, so a value can be
 kept, compared and logged without changing under the caller.
+
+A driver may stay open for days, so nothing it keeps grows with the number of requests:
+each measured quantity is a :class:`Distribution` (exact count, mean and maximum, and a
+DDSketch for the percentiles, within :data:`RELATIVE_ACCURACY` of the exact value), and only
+the last :data:`RECENT_REQUESTS` requests are kept in detail.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
+from ddsketch import LogCollapsingLowestDenseDDSketch
 
 from ._core.events import ErrorKind
 from ._slot_limiter import SlotStatistics
 from ._tool_executor import ToolExecutorStatistics
 
-__all__ = ["DriverStatistics", "RequestStats", "Summary", "percentile"]
+__all__ = [
+    "Distribution",
+    "DriverStatistics",
+    "RECENT_REQUESTS",
+    "RELATIVE_ACCURACY",
+    "RequestStats",
+    "RequestTotals",
+    "Summary",
+    "percentile",
+]
+
+RELATIVE_ACCURACY = 0.01
+"""Percentiles of :meth:`Distribution.summary` are within 1 % of the exact value of their rank."""
+
+RECENT_REQUESTS = 100
+"""How many of the latest requests :attr:`DriverStatistics.recent_requests` keeps in detail."""
+
+_BIN_LIMIT = 2048
+"""Sketch bins at most (a sketch then holds at most about 64 KiB); past it the *lowest* bins
+merge, so the accuracy of the high percentiles is kept. At 1 % accuracy 2048 bins span 17
+orders of magnitude, so in practice nothing merges."""
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -43,13 +70,19 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 
 @attrs.frozen
 class Summary:
-    """The distribution of one measurement (seconds), ``None`` fields when nothing was measured."""
+    """The distribution of one measurement (seconds), ``None`` fields when nothing was measured.
+
+    In :class:`DriverStatistics`, ``count``, ``mean`` and ``max`` are exact and the
+    percentiles are within 1 % (:data:`RELATIVE_ACCURACY`) of the exact value of their rank;
+    :meth:`Summary.of` computes every field exactly.
+    """
 
     count: int = 0
     mean: float | None = None
     p50: float | None = None
     p95: float | None = None
     max: float | None = None
+    p99: float | None = None
 
     @classmethod
     def of(cls, values: Iterable[float]) -> Summary:
@@ -63,6 +96,67 @@ class Summary:
             p50=percentile(data, 50.0),
             p95=percentile(data, 95.0),
             max=max(data),
+            p99=percentile(data, 99.0),
+        )
+
+
+class Distribution:
+    """A bounded, mergeable record of one measurement: O(1) memory whatever the count.
+
+    Count, mean and maximum are exact; percentiles come from a DDSketch (the ``ddsketch``
+    library) and are within :data:`RELATIVE_ACCURACY` of the exact value of their rank.
+    """
+
+    __slots__ = ("_count", "_max", "_sketch", "_total")
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._total = 0.0
+        self._max = -math.inf
+        self._sketch = LogCollapsingLowestDenseDDSketch(RELATIVE_ACCURACY, _BIN_LIMIT)
+
+    @property
+    def count(self) -> int:
+        """Values added."""
+        return self._count
+
+    def add(self, value: float) -> None:
+        """Record ``value``."""
+        self._count += 1
+        self._total += value
+        self._max = max(self._max, value)
+        self._sketch.add(value)
+
+    def merge(self, other: Distribution) -> None:
+        """Add every value of ``other`` to this one (``other`` is left as it was)."""
+        if other._count == 0:
+            return
+        self._count += other._count
+        self._total += other._total
+        self._max = max(self._max, other._max)
+        self._sketch.merge(other._sketch)
+
+    def quantile(self, q: float) -> float | None:
+        """The ``q``-quantile (``0 <= q <= 1``), ``None`` when nothing was added."""
+        if not 0.0 <= q <= 1.0:
+            raise ValueError(f"quantile must be within [0, 1], got {q}")
+        if self._count == 0:
+            return None
+        value = self._sketch.get_quantile_value(q)
+        # The sketch answers with its bin's representative, which may exceed the maximum.
+        return None if value is None else min(float(value), self._max)
+
+    def summary(self) -> Summary:
+        """A :class:`Summary` of what was added."""
+        if self._count == 0:
+            return Summary()
+        return Summary(
+            count=self._count,
+            mean=self._total / self._count,
+            p50=self.quantile(0.5),
+            p95=self.quantile(0.95),
+            max=self._max,
+            p99=self.quantile(0.99),
         )
 
 
@@ -88,6 +182,54 @@ class RequestStats:
     """``None`` when the server did not say."""
     error: ErrorKind | None
     """Why the request failed for good, ``None`` when it succeeded."""
+    backend: str = ""
+    """The backend that made it, with model fallback (``""`` without): a request that fell
+    over has one entry per backend it visited."""
+
+
+class RequestTotals:
+    """Aggregates of every finished model request: counters, bounded distributions, the
+    latest requests in detail and, with model fallback, the successes per backend. Its size
+    does not grow with the number of requests (the backends are the configured ones)."""
+
+    def __init__(self) -> None:
+        self.attempts = 0
+        """Exchanges made, retries included."""
+        self.requests = 0
+        """Requests that ended."""
+        self.failed = 0
+        """Requests that failed for good."""
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.cached_tokens = 0
+        """Summed over the requests whose cached count is known."""
+        self.known_prompt_tokens = 0
+        """Prompt tokens of the requests whose cached count is known."""
+        self.latency = Distribution()
+        self.ttft = Distribution()
+        self.slot_wait = Distribution()
+        self.recent: deque[RequestStats] = deque(maxlen=RECENT_REQUESTS)
+        """The latest requests in detail."""
+        self.served_by: dict[str, int] = {}
+        """Successful requests per backend name (model fallback only)."""
+
+    def add(self, request: RequestStats) -> None:
+        """Count one finished request."""
+        self.requests += 1
+        if request.error is not None:
+            self.failed += 1
+        elif request.backend:
+            self.served_by[request.backend] = self.served_by.get(request.backend, 0) + 1
+        self.prompt_tokens += request.prompt_tokens
+        self.completion_tokens += request.completion_tokens
+        if request.cached_tokens is not None:
+            self.cached_tokens += request.cached_tokens
+            self.known_prompt_tokens += request.prompt_tokens
+        self.latency.add(request.latency)
+        self.slot_wait.add(request.slot_wait)
+        if request.ttft is not None:
+            self.ttft.add(request.ttft)
+        self.recent.append(request)
 
 
 @attrs.frozen
@@ -101,8 +243,10 @@ class DriverStatistics:
     runs_ok: int
     runs_failed: int
     runs_cancelled: int
-    requests: tuple[RequestStats, ...]
-    """Every model request, in completion order."""
+    requests: int
+    """Model requests that ended (``CallModel`` effects and ``call_model`` calls)."""
+    recent_requests: tuple[RequestStats, ...]
+    """The last :data:`RECENT_REQUESTS` model requests in detail, in completion order."""
     attempts: int
     """HTTP exchanges made, retries included."""
     failed_requests: int
@@ -129,3 +273,5 @@ class DriverStatistics:
     slots: SlotStatistics
     slot_utilisation: float | None
     """Busy slot-seconds / (``max_inflight`` x wall time)."""
+    served_by: Mapping[str, int] = attrs.field(factory=dict)
+    """With model fallback: requests answered, per backend name (empty without fallback)."""

@@ -16,16 +16,27 @@ from __future__ import annotations
 
 import string
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic
 
 import attrs
 
+from ._core.budgets import UsageLimits
 from ._core.config import LoopConfig
 from ._core.errors import ConfigError
 from ._core.events import CallModel
 from ._core.loop import AgentLoop
 from ._core.messages import Message, ModelParams, SystemMessage, UserMessage
 from ._tools import Tool
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeVar
+
+    T = TypeVar("T", default=str)
+    """A task's output type; ``str`` (a text answer) when the task names none."""
+else:  # type parameter defaults exist for type checkers only (PEP 696)
+    from typing import TypeVar
+
+    T = TypeVar("T")
 
 __all__ = ["RenderError", "Task", "compile_job", "prefix_call", "render_prompt"]
 
@@ -42,7 +53,7 @@ def _tools_tuple(tools: Any) -> tuple[Tool[..., Any], ...]:
     return result
 
 
-def _check_template(instance: Task, attribute: attrs.Attribute[str], value: str) -> None:
+def _check_template(instance: Task[Any], attribute: attrs.Attribute[str], value: str) -> None:
     try:
         fields = list(string.Formatter().parse(value))
     except ValueError as exc:
@@ -56,8 +67,12 @@ def _check_template(instance: Task, attribute: attrs.Attribute[str], value: str)
 
 
 @attrs.frozen
-class Task:
+class Task(Generic[T]):
     """What every agent of a batch does: prompts, tools, output type and budgets.
+
+    ``Task[T]`` is generic over its output type: ``Task(..., output=BugReport)`` is a
+    ``Task[BugReport]``, and its batches give ``Result[BugReport]`` values; a task without
+    ``output`` is a ``Task[str]`` (a text answer).
 
     ``prompt`` is a template with ``{name}`` placeholders filled from each input (a mapping,
     or any other value, which fills ``{input}``). Put the text shared by every input *before*
@@ -81,9 +96,9 @@ class Task:
     """The system prompt (shared by every job)."""
     tools: tuple[Tool[..., Any], ...] = attrs.field(default=(), converter=_tools_tuple)
     """Tools offered to the model, in this order."""
-    output: Any = None
-    """The output type (an attrs class, or any type the schema layer supports); ``None`` for
-    a text answer."""
+    output: type[T] | None = None
+    """The output type (an attrs class, a dataclass, a ``TypedDict``, a pydantic model, or
+    any other type the schema layer supports); ``None`` for a text answer."""
     max_turns: int = 6
     max_tool_errors: int = 3
     max_output_retries: int = 2
@@ -93,13 +108,24 @@ class Task:
     """Expected reply length, passed to the server as a hint."""
     name: str = "task"
     """A short name, used in run ids."""
+    limits: UsageLimits | None = None
+    """Usage budgets of each agent (requests, tokens, tool calls); see
+    :class:`~agentcore.UsageLimits`. A batch-wide budget is ``open_batch(budget=...)``."""
+
+    planning_interval: int | None = None
+    """Ask for a plan before the first tool turn and after every this many tool turns
+    (``LoopConfig.planning_interval``; ``None``: never)."""
     _base_config: LoopConfig = attrs.field(init=False, eq=False, hash=False, repr=False)
-    """The loop config every job shares but for its ids (built and validated once)."""
+    """The loop config every job shares (built and validated once; each loop keeps its own
+    ids)."""
+    _prefix: tuple[Message, ...] = attrs.field(init=False, eq=False, hash=False, repr=False)
+    """The messages in front of every job's user message (the system prompt), shared."""
 
     def __attrs_post_init__(self) -> None:
         # Validate the budgets and the output type once, with the loop's own checks; each
         # job's config is this one with its own ids.
         object.__setattr__(self, "_base_config", self._new_config("check"))
+        object.__setattr__(self, "_prefix", (SystemMessage(self.system),) if self.system else ())
 
     def _config(self, run_id: str, parent_session_id: str | None = None) -> LoopConfig:
         return self._base_config._for_run(run_id, parent_session_id)
@@ -114,6 +140,8 @@ class Task:
             max_output_retries=self.max_output_retries,
             params=self.params,
             expected_output_tokens=self.expected_output_tokens,
+            limits=self.limits,
+            planning_interval=self.planning_interval,
         )
 
     @property
@@ -127,7 +155,7 @@ class Task:
         return "".join(head)
 
 
-def render_prompt(task: Task, value: Any) -> str:
+def render_prompt(task: Task[Any], value: Any) -> str:
     """Fill the task's template from one input.
 
     Raises:
@@ -145,16 +173,12 @@ def render_prompt(task: Task, value: Any) -> str:
         raise RenderError(f"input does not fit the prompt template: {exc}") from None
 
 
-def _messages(task: Task, user_text: str) -> list[Message]:
-    messages: list[Message] = []
-    if task.system:
-        messages.append(SystemMessage(task.system))
-    messages.append(UserMessage(user_text))
-    return messages
+def _messages(task: Task[Any], user_text: str) -> list[Message]:
+    return [*task._prefix, UserMessage(user_text)]
 
 
 def compile_job(
-    task: Task,
+    task: Task[Any],
     value: Any,
     *,
     run_id: str,
@@ -165,12 +189,15 @@ def compile_job(
     Raises:
         RenderError: the input does not fit the template.
     """
-    return AgentLoop(
-        task._config(run_id, parent_session_id), _messages(task, render_prompt(task, value))
+    return AgentLoop._for_run(
+        task._base_config,
+        _messages(task, render_prompt(task, value)),
+        run_id,
+        parent_session_id,
     )
 
 
-def prefix_call(task: Task, *, run_id: str) -> CallModel:
+def prefix_call(task: Task[Any], *, run_id: str) -> CallModel:
     """A one-token request carrying exactly the task's shared prefix, to warm a prefix cache.
 
     It is built by the same loop machinery as the real jobs, so the system prompt (with the

@@ -50,6 +50,7 @@ _KEYS = {
     "max_tool_errors",
     "max_output_retries",
     "expected_output_tokens",
+    "planning_interval",
     "tools",
     "output",
     "output_fields",
@@ -96,7 +97,7 @@ def _import(path: str, where: str) -> Any:
         raise TaskFileError(f"{where}: module {module_name!r} has no {attribute!r}") from None
 
 
-def load_task(path: str | Path) -> Task:
+def load_task(path: str | Path) -> Task[Any]:
     """Read a TOML task file.
 
     Raises:
@@ -165,6 +166,7 @@ def load_task(path: str | Path) -> Task:
             "max_tool_errors",
             "max_output_retries",
             "expected_output_tokens",
+            "planning_interval",
         )
         if k in data
     }

@@ -10,8 +10,10 @@ One executor serves every agent of a driver. ``call(effect)`` goes through these
    deserialised effect, and model-supplied input is untrusted wherever it comes from.
 2. *Cache* (tools declared ``cache=True`` only). A successful result stored for the same key
    and not yet expired (``ttl``, in trio time) answers the call without running anything.
-   Failures are never cached.
-3. *Coalescing* (every tool unless ``coalesce=False``). The key is the tool name plus the
+   Failures are never cached. The cache holds at most ``cache_size`` results over all tools;
+   past it the least recently used one is dropped.
+3. *Coalescing* (tools declared ``coalesce=True`` or ``cache=True`` only: a tool with side
+   effects must run once per call). The key is the tool name plus the
    canonical JSON of the validated arguments. The pure :class:`SingleflightTable` decides
    whether this call *leads* (it starts one shared execution as a task in the executor's
    nursery) or *joins* an execution already in flight. Either way the caller then waits for
@@ -75,6 +77,9 @@ DEFAULT_THREAD_LIMIT = 16
 # Sync tools are usually I/O-bound wrappers (HTTP clients, subprocesses, file reads); 16
 # threads overlap plenty of such waits while keeping memory and GIL contention modest. It is
 # the cap for *all* sync tools together; per-tool caps are max_concurrency.
+
+DEFAULT_CACHE_SIZE = 10_000
+"""Cached tool results kept at most, over all tools (the least recently used goes first)."""
 
 _Outcome = str | ToolError
 """Text for the model on success, a ``ToolError`` otherwise."""
@@ -275,7 +280,11 @@ class ToolExecutor:
     """
 
     def __init__(
-        self, tools: Mapping[str, Tool[..., Any]], nursery: trio.Nursery, thread_limit: int
+        self,
+        tools: Mapping[str, Tool[..., Any]],
+        nursery: trio.Nursery,
+        thread_limit: int,
+        cache_size: int = DEFAULT_CACHE_SIZE,
     ) -> None:
         by_name = dict(tools)
         self._tools = by_name
@@ -288,6 +297,7 @@ class ToolExecutor:
         self._flights: dict[Hashable, _Flight] = {}
         self._cache: dict[Hashable, _CacheEntry] = {}
         self._sweep_at = 64
+        self._cache_size = cache_size
         self._counters = {name: _Counters() for name in by_name}
         self.observer: Observer | None = None
         """Told about each execution and the calls that share it (``None``: nobody listens)."""
@@ -309,7 +319,9 @@ class ToolExecutor:
         """The registered tools, by name."""
         return types.MappingProxyType(self._tools)
 
-    async def call(self, effect: CallTool) -> ToolReturned | ToolFailed:
+    async def call(
+        self, effect: CallTool, shared: list[str] | None = None
+    ) -> ToolReturned | ToolFailed:
         """Run one tool call and report its outcome for ``effect.call_id``.
 
         Never raises for anything the tool or the model did: unknown tools, invalid
@@ -317,6 +329,8 @@ class ToolExecutor:
 
         Args:
             effect: the call; ``arguments`` are validated again against the tool's schema.
+            shared: if given, ``"cached"`` or ``"coalesced"`` is appended to it when the
+                outcome was not the call's own execution.
 
         Returns:
             ``ToolReturned`` with the result text, or ``ToolFailed`` with a ``ToolError``
@@ -367,9 +381,11 @@ class ToolExecutor:
             content = self._cached(key)
             if content is not None:
                 counters.cache_hits += 1
+                if shared is not None:
+                    shared.append("cached")
                 await trio.lowlevel.checkpoint()
                 return ToolReturned(effect.call_id, content)
-        return _reply(effect.call_id, await self._wait_for_flight(tool, key, arguments))
+        return _reply(effect.call_id, await self._wait_for_flight(tool, key, arguments, shared))
 
     def statistics(self) -> ToolExecutorStatistics:
         """A frozen snapshot of the executor's counters."""
@@ -402,7 +418,7 @@ class ToolExecutor:
             return None  # not JSON at all: such a call runs on its own
 
     async def _wait_for_flight(
-        self, tool: Tool[..., Any], key: Hashable, arguments: Any
+        self, tool: Tool[..., Any], key: Hashable, arguments: Any, shared: list[str] | None = None
     ) -> _Outcome:
         # The waiting task itself is the waiter: it parks until ``_fly`` reschedules it with
         # the outcome, or leaves the flight when it is cancelled first.
@@ -419,6 +435,8 @@ class ToolExecutor:
             self._counters[tool.name].coalesced += 1
             if self.observer is not None:
                 self.observer.tool_joined(flight.token, trio.current_time())
+            if shared is not None:
+                shared.append("coalesced")
 
         def abort(_: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
             if self._table.leave(key, waiter):
@@ -475,18 +493,22 @@ class ToolExecutor:
         entry = self._cache.get(key)
         if entry is None:
             return None
+        del self._cache[key]
         if trio.current_time() >= entry.expires:
-            del self._cache[key]
             return None
+        self._cache[key] = entry  # most recently used last
         return entry.content
 
     def _store(self, key: Hashable, content: str, ttl: float | None) -> None:
         now = trio.current_time()
+        self._cache.pop(key, None)
         self._cache[key] = _CacheEntry(content, math.inf if ttl is None else now + ttl)
         if len(self._cache) >= self._sweep_at:
             # Amortised sweep of expired entries: the cache may at most double between sweeps.
             self._cache = {k: e for k, e in self._cache.items() if e.expires > now}
             self._sweep_at = max(64, 2 * len(self._cache))
+        if len(self._cache) > self._cache_size:
+            del self._cache[next(iter(self._cache))]  # the least recently used
 
     # ------------------------------------------------------------------------- execution
 
@@ -596,7 +618,10 @@ def _registry(tools: Iterable[Tool[..., Any]], thread_limit: int) -> dict[str, T
 
 @asynccontextmanager
 async def open_tool_executor(
-    tools: Iterable[Tool[..., Any]], *, thread_limit: int = DEFAULT_THREAD_LIMIT
+    tools: Iterable[Tool[..., Any]],
+    *,
+    thread_limit: int = DEFAULT_THREAD_LIMIT,
+    cache_size: int = DEFAULT_CACHE_SIZE,
 ) -> AsyncIterator[ToolExecutor]:
     """Open a tool executor for ``tools``.
 
@@ -614,18 +639,23 @@ async def open_tool_executor(
     Args:
         tools: tools made with :func:`agentcore.tool`; names must be unique.
         thread_limit: worker threads running sync tools at once, over all tools.
+        cache_size: results of ``cache=True`` tools kept at most, over all tools (the least
+            recently used goes first).
 
     Yields:
         The :class:`ToolExecutor`.
 
     Raises:
-        ConfigError: duplicate tool names, a non-tool, or a bad ``thread_limit``.
+        ConfigError: duplicate tool names, a non-tool, or a bad ``thread_limit`` or
+            ``cache_size``.
     """
     registry = _registry(tools, thread_limit)
+    if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
+        raise ConfigError(f"cache_size must be a positive integer, got {cache_size!r}")
     single: BaseException | None = None
     try:
         async with trio.open_nursery() as nursery:
-            executor = ToolExecutor(registry, nursery, thread_limit)
+            executor = ToolExecutor(registry, nursery, thread_limit, cache_size)
             try:
                 yield executor
             finally:

@@ -12,6 +12,10 @@ builds three things from them:
 - frozen :class:`ToolOptions` (caching, coalescing, timeout, concurrency and rate limits) that
   the tool executor honours.
 
+Side effects are never merged silently: a tool runs once per call unless it is declared a
+read (``coalesce=True``: concurrent identical calls share one execution) or deterministic
+(``cache=True``, which implies ``coalesce``). See docs/tools.md.
+
 The :class:`Tool` object stays callable like the original function, so decorated functions can
 still be unit-tested directly.
 """
@@ -32,7 +36,7 @@ import cattrs.preconf.orjson
 
 from ._core.errors import ConfigError
 from ._core.messages import ToolSpec
-from ._core.schema import json_schema, structure
+from ._core.schema import is_pydantic_model, json_schema, structure
 
 __all__ = ["Tool", "ToolOptions", "encode_result", "tool"]
 
@@ -60,7 +64,8 @@ def _positive_int(name: str, value: int | None) -> None:
 
 @attrs.frozen(kw_only=True)
 class ToolOptions:
-    """How the tool executor runs a tool. Every option is off by default.
+    """How the tool executor runs a tool. Every option is off by default (``coalesce``
+    follows ``cache``).
 
     Raises:
         ConfigError: an option is out of range, or options contradict each other (``ttl``
@@ -72,9 +77,10 @@ class ToolOptions:
     memory. Only for deterministic tools without side effects."""
     ttl: float | None = None
     """Seconds a cached result stays valid (``None``: for the executor's lifetime)."""
-    coalesce: bool = True
-    """Let concurrent identical calls share one execution. Turn it off for tools that must
-    run once per call even with identical arguments (``roll_die()``, ``now()``)."""
+    coalesce: bool = attrs.field(default=attrs.Factory(lambda self: self.cache, takes_self=True))
+    """Let concurrent identical calls share one execution (every caller gets its outcome).
+    Only for reads without side effects: two agents sending the same email at once must
+    send two emails. Off unless declared; ``cache=True`` turns it on."""
     timeout: float | None = None
     """Seconds one execution may run before its callers get a ``timeout`` failure."""
     max_concurrency: int | None = None
@@ -251,14 +257,17 @@ def _arguments_type(
 # ----------------------------------------------------------------------------- results
 
 _RESULTS = cattrs.preconf.orjson.make_converter()
+_RESULTS.register_unstructure_hook_func(
+    is_pydantic_model, lambda model: model.model_dump(mode="json")
+)
 
 
 def encode_result(value: Any) -> str:
     """The text a tool's return value shows the model.
 
     A ``str`` is passed on unchanged. Anything else is encoded as JSON: attrs instances,
-    dataclasses, enums, lists, tuples, dicts, numbers, booleans, ``None``, dates (ISO 8601),
-    through cattrs and orjson.
+    dataclasses, pydantic models, enums, lists, tuples, dicts, numbers, booleans, ``None``,
+    dates (ISO 8601), through cattrs and orjson.
 
     Raises:
         TypeError: the value cannot be encoded as JSON.
@@ -374,7 +383,7 @@ def tool(
     description: str | None = None,
     cache: bool = False,
     ttl: float | None = None,
-    coalesce: bool = True,
+    coalesce: bool | None = None,
     timeout: float | None = None,
     max_concurrency: int | None = None,
     rate: float | None = None,
@@ -390,7 +399,7 @@ def tool(
     description: str | None = None,
     cache: bool = False,
     ttl: float | None = None,
-    coalesce: bool = True,
+    coalesce: bool | None = None,
     timeout: float | None = None,
     max_concurrency: int | None = None,
     rate: float | None = None,
@@ -420,9 +429,11 @@ def tool(
         function: the function (when used bare).
         name: the tool's name (default: the function's ``__name__``).
         description: overrides the docstring's description.
-        cache: remember successful results (deterministic tools only); needs ``coalesce``.
+        cache: remember successful results (deterministic tools only); implies ``coalesce``.
         ttl: seconds a cached result stays valid; needs ``cache``.
-        coalesce: share one execution among concurrent identical calls (default on).
+        coalesce: share one execution among concurrent identical calls: declare it for
+            reads without side effects (default: off, or on with ``cache``). A tool with
+            side effects runs once per call.
         timeout: seconds one execution may take.
         max_concurrency: executions of this tool running at once, at most.
         rate: executions started per second, at most, on average.
@@ -438,7 +449,7 @@ def tool(
     options = ToolOptions(
         cache=cache,
         ttl=ttl,
-        coalesce=coalesce,
+        coalesce=cache if coalesce is None else coalesce,
         timeout=timeout,
         max_concurrency=max_concurrency,
         rate=rate,

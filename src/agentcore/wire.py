@@ -6,9 +6,11 @@ driver accepts any object that implements it), or to configure a :class:`Backend
 
 - :class:`HttpRequest`, :class:`HttpResponse`: what codecs build and parse, transports move.
 - :class:`Codec`, :class:`StreamDecoder`, :class:`TextDelta`, :class:`ToolCallDelta`: a dialect.
-- :class:`Transport`, :class:`ResponseStream`, :class:`TransportError`: moving requests and
-  streamed responses, and the one exception a transport raises.
-- :class:`ModelClient`, :class:`Exchange`: one model exchange, as the driver sees it.
+- :class:`Transport`, :class:`ResponseStream`: moving requests and streamed responses;
+  :class:`TransportError` (with its :class:`TransportErrorKind`): the one exception a
+  transport raises.
+- :class:`ModelClient`, :class:`Exchange`: one model exchange, as the driver sees it;
+  :class:`StreamingModelClient`: one that also hands out deltas as they arrive.
 - :class:`SSEDecoder`, :class:`SSEEvent`: the server-sent-events decoder the codecs use.
 - :func:`backend`, :class:`Backend`: a backend URL to a configured codec and transport.
 """
@@ -26,8 +28,10 @@ from ._codecs.http import HttpResponse as HttpResponse
 from ._codecs.sse import SSEDecoder as SSEDecoder
 from ._codecs.sse import SSEEvent as SSEEvent
 from ._core.errors import TransportError as TransportError
+from ._core.errors import TransportErrorKind as TransportErrorKind
 from ._model_client import Exchange as Exchange
 from ._model_client import ModelClient as ModelClient
+from ._model_client import StreamingModelClient as StreamingModelClient
 from ._public import publish as _publish
 from ._transports.protocol import ResponseStream as ResponseStream
 from ._transports.protocol import Transport as Transport
@@ -43,10 +47,12 @@ __all__ = [
     "SSEDecoder",
     "SSEEvent",
     "StreamDecoder",
+    "StreamingModelClient",
     "TextDelta",
     "ToolCallDelta",
     "Transport",
     "TransportError",
+    "TransportErrorKind",
     "backend",
 ]
 

@@ -107,6 +107,34 @@ async def test_model_clients_are_not_warmed_by_default(autojump_clock: object) -
     assert all(c.params.max_tokens != 1 for c in model.calls)
 
 
+async def test_a_driver_for_a_model_client_is_not_warmed_by_default(
+    autojump_clock: object,
+) -> None:
+    model = ScriptedModel(research_policy, latency=0.1)
+    async with agentcore.open_driver(model, tools=[lookup]) as driver:
+        assert not driver.self_hosted
+        await run_batch(TASK, [{"topic": "a"}], driver=driver)
+    assert all(c.params.max_tokens != 1 for c in model.calls)
+
+
+def _warm_requests(driver: agentcore.Driver) -> list[str]:
+    # Requests made outside any run (``Driver.call_model``): the warm-up.
+    return [r.request_id for r in driver.statistics().recent_requests if r.index is None]
+
+
+async def test_a_driver_for_a_self_hosted_backend_warms_by_default() -> None:
+    task = Task(system="Research.", prompt="Topic: {topic}")
+    async with agentcore.open_driver("sim://", max_inflight=4) as driver:
+        assert driver.self_hosted
+        results = await run_batch(task, [{"topic": "a"}, {"topic": "b"}], driver=driver)
+        warm = _warm_requests(driver)
+        assert len(warm) == 1
+        assert warm[0].endswith("-warm/0")
+        await run_batch(task, [{"topic": "c"}], driver=driver, warm=False)
+        assert _warm_requests(driver) == warm
+    assert [r.status for r in results] == ["ok", "ok"]
+
+
 async def test_cancelling_a_batch_keeps_finished_results(autojump_clock: object) -> None:
     topics = ["a", "bbbbbbbbbbbbbbbbbbbb", "cccccccccccccccccccc"]
     model = ScriptedModel(research_policy, latency=_latency)

@@ -90,3 +90,49 @@ def test_invalid_templates_and_budgets_are_config_errors() -> None:
         Task(prompt="x", max_turns=0)
     with pytest.raises(agentcore.ConfigError):
         Task(prompt="x", tools=["not a tool"])  # type: ignore[list-item]
+
+
+def test_jobs_of_a_task_share_one_system_message_with_the_output_instruction() -> None:
+    loops = [
+        compile_job(TASK, {"source": f"x = {i}", "path": "a.py"}, run_id=f"b-{i}") for i in range(3)
+    ]
+    firsts = [loop.transcript[0] for loop in loops]
+    assert isinstance(firsts[0], agentcore.core.SystemMessage)
+    assert firsts[0].content.startswith("You review code.\n\n")
+    assert "JSON schema" in firsts[0].content
+    assert all(first is firsts[0] for first in firsts)
+    # What is unique per job is the user message.
+    assert loops[0].transcript[1] != loops[1].transcript[1]
+
+
+def test_jobs_without_output_type_share_the_task_system_message() -> None:
+    task = Task(system="S" * 4096, prompt="Q {input}")
+    a, b = (compile_job(task, i, run_id=f"r-{i}") for i in range(2))
+    assert a.transcript[0] is b.transcript[0]
+    assert a.transcript[0] == agentcore.core.SystemMessage("S" * 4096)
+
+
+def test_a_job_keeps_its_own_ids_and_reports_them_in_its_config() -> None:
+    loop = compile_job(TASK, {"source": "s", "path": "p"}, run_id="b-7", parent_session_id="b-p")
+    config = loop.config
+    assert (config.run_id, config.session_id, config.parent_session_id) == ("b-7", "b-7", "b-p")
+    assert config == attrs.evolve(
+        TASK._base_config, run_id="b-7", session_id="b-7", parent_session_id="b-p"
+    )
+    call = _first_call(loop)
+    assert call.request_id == "b-7/0"
+    assert (call.hints.session_id, call.hints.parent_session_id) == ("b-7", "b-p")
+
+
+def test_a_job_restores_from_its_snapshot_with_its_config() -> None:
+    loop = compile_job(TASK, {"source": "s", "path": "p"}, run_id="b-3")
+    call = _first_call(loop)
+    restored = agentcore.core.AgentLoop.restore(loop.config, loop.snapshot())
+    assert restored.outstanding() == (call,)
+
+
+def test_job_ids_are_checked() -> None:
+    with pytest.raises(agentcore.ConfigError):
+        compile_job(TASK, {"source": "s", "path": "p"}, run_id="")
+    with pytest.raises(agentcore.ConfigError):
+        compile_job(TASK, {"source": "s", "path": "p"}, run_id="b-1", parent_session_id="")

@@ -185,3 +185,26 @@ def test_bad_urls_and_options_are_config_errors(
 def test_non_string_target_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="URL string or a Backend"):
         backend(8000, model="m")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "key", ["sk-unique-value\n", " sk-unique-value", "sk-unique\x01value", "sk-unique\u2603"]
+)
+def test_an_api_key_that_cannot_be_sent_is_refused_without_quoting_it(key: str) -> None:
+    with pytest.raises(ConfigError, match="API key") as caught:
+        backend("vllm://127.0.0.1:8000", model="m", api_key=key)
+    assert "unique" not in str(caught.value)
+
+
+def test_an_api_key_from_the_environment_is_checked_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-a-file\n")
+    with pytest.raises(ConfigError, match="OPENAI_API_KEY") as caught:
+        backend("openai://", model="m")
+    assert "from-a-file" not in str(caught.value)
+
+
+def test_an_extra_header_value_that_cannot_be_sent_is_refused() -> None:
+    with pytest.raises(ConfigError, match="x-team"):
+        backend("vllm://127.0.0.1:8000", model="m", extra_headers={"x-team": "a\r\nb"})

@@ -241,7 +241,7 @@ def test_2xx_body_that_is_not_a_completion_is_a_protocol_error(body: bytes, mess
     assert isinstance(event, ModelFailed)
     assert (event.error.kind, event.error.retryable, event.error.status) == (
         ErrorKind.PROTOCOL,
-        False,
+        True,
         200,
     )
     assert message in event.error.message

@@ -7,6 +7,7 @@ import json
 import types
 from typing import Any
 
+import attrs
 import orjson
 import pytest
 
@@ -15,9 +16,14 @@ from agentcore._codecs.dialects import DYNAMO_APIS, dynamo_api
 from agentcore._codecs.openai import OpenAICodec
 from agentcore.core import (
     AgentHints,
+    AgentLoop,
     AssistantMessage,
     CallModel,
+    LoopConfig,
+    ModelResponded,
     OutputSpec,
+    ToolCall,
+    ToolReturned,
     ToolSpec,
     UserMessage,
 )
@@ -29,6 +35,12 @@ from tests.codecs.openai_helpers import (
     dynamo_request,
     tool_turn_call,
 )
+
+
+@attrs.frozen
+class Verdict:
+    summary: str
+
 
 REPORT = OutputSpec(
     "Report",
@@ -219,6 +231,32 @@ def test_response_format_defaults_per_dialect(
     bare = CallModel("r", (UserMessage("answer"),), output=REPORT)
     assert ("response_format" in body_of(c, tool_call)) is with_tools
     assert ("response_format" in body_of(c, bare)) is without_tools
+
+
+@pytest.mark.parametrize(
+    ("dialect", "on_tool_turns"),
+    [("openai", True), ("sim", True), ("vllm", False), ("sglang", False), ("dynamo", False)],
+)
+def test_a_run_with_tools_and_an_output_type_gets_response_format_as_its_mode_says(
+    dialect: str, on_tool_turns: bool
+) -> None:
+    # From the loop to the wire: "always" (openai, sim) means every request, tools or not;
+    # "without_tools" (vllm, sglang) only the final request; "never" (dynamo) none.
+    tool = ToolSpec("get_weather", "Weather.", {"type": "object", "properties": {}})
+    config = LoopConfig(run_id="r", tools=[tool], output=Verdict, max_turns=1)
+    loop = AgentLoop(config, [UserMessage("go")])
+    (first,) = loop.start()
+    assert isinstance(first, CallModel)
+    loop.handle(
+        ModelResponded(first.request_id, AssistantMessage(tool_calls=[ToolCall("c", tool.name)]))
+    )
+    (final,) = loop.handle(ToolReturned("c", "sunny"))
+    assert isinstance(final, CallModel) and final.hints.final
+    c = codec(dialect)
+    first_body = body_of(c, first)
+    assert first_body["tools"]
+    assert ("response_format" in first_body) is on_tool_turns
+    assert ("response_format" in body_of(c, final)) is (dialect != "dynamo")
 
 
 def test_response_format_shape_and_strict_option() -> None:
@@ -494,7 +532,7 @@ def test_dynamo_cache_salt_needs_a_release_known_to_accept_it() -> None:
         ("openai", {"max_tokens_field": "limit"}, "max_tokens_field"),
         ("openai", {"extra_body": {"model": "x"}}, "extra_body may not set"),
         ("openai", {"extra_body": ["x"]}, "extra_body must be a mapping"),
-        ("openai", {"extra_headers": {"x-a": "b\r\nx-evil: 1"}}, "CR, LF"),
+        ("openai", {"extra_headers": {"x-a": "b\r\nx-evil: 1"}}, "control character"),
         ("dynamo", {"extra_body": {"priority_class": 1}}, "refused by Dynamo"),
         ("dynamo", {"extra_fields": ["routed_experts"]}, "extra_fields"),
         ("dynamo", {"strict_priority": -1}, "strict_priority"),
@@ -510,7 +548,7 @@ def test_bad_options_raise_config_error(dialect: str, options: dict[str, Any], m
 
 def test_session_id_with_newline_is_refused() -> None:
     call = tool_turn_call(hints=AgentHints(session_id="a\r\nx-evil: 1"))
-    with pytest.raises(ConfigError, match="CR, LF"):
+    with pytest.raises(ConfigError, match="control character"):
         codec("dynamo").encode(call)
 
 

@@ -320,7 +320,7 @@ def test_events_after_done_are_ignored() -> None:
 def test_undecodable_chunk_is_a_protocol_error(bad: str) -> None:
     _, event = run_stream(codec(), [sse(chunk({"content": "a"}), bad)])
     assert isinstance(event, ModelFailed)
-    assert (event.error.kind, event.error.retryable) == (ErrorKind.PROTOCOL, False)
+    assert (event.error.kind, event.error.retryable) == (ErrorKind.PROTOCOL, True)
 
 
 def test_keepalive_comments_and_crlf_framing() -> None:

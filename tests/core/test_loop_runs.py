@@ -393,14 +393,36 @@ def test_output_instruction_is_byte_identical_across_runs_with_the_same_config()
     assert first.messages[0] == second.messages[0]
 
 
-def test_output_spec_travels_only_on_requests_without_tools() -> None:
-    with_tools = only_call_model(make_loop(output=Answer).start())
-    assert with_tools.output is None
-    without_tools = only_call_model(make_loop(output=Answer, tools=()).start())
-    assert without_tools.tools == ()
-    spec = without_tools.output
+def test_runs_of_one_config_share_the_system_message_with_the_instruction() -> None:
+    config = make_config(output=Answer)
+    # Equal system prompts held in distinct string objects still share one message.
+    prompts = ["You are " + word for word in ("terse.", "terse.")]
+    first, second = (AgentLoop(config, [SystemMessage(p), UserMessage("hi")]) for p in prompts)
+    assert first.transcript[0] is second.transcript[0]
+    other = AgentLoop(config, [SystemMessage("You are verbose."), UserMessage("hi")])
+    assert isinstance(other.transcript[0], SystemMessage)
+    assert other.transcript[0].content.startswith("You are verbose.\n\n")
+    bare = AgentLoop(config, [UserMessage("hi")])
+    empty = AgentLoop(config, [SystemMessage(""), UserMessage("hi")])
+    assert (
+        bare.transcript[0] == empty.transcript[0] == SystemMessage(config.output_instruction or "")
+    )
+
+
+def test_output_spec_travels_on_every_request_of_a_run_with_an_output_type() -> None:
+    # The codec decides per backend whether a request with tools carries it on the wire.
+    loop = make_loop(output=Answer, max_turns=1)
+    with_tools = only_call_model(loop.start())
+    assert with_tools.tools == TOOLS
+    spec = with_tools.output
     assert spec is not None and spec.name == "Answer"
     assert spec.schema["required"] == ["value"]
+    loop.handle(tool_reply(with_tools.request_id, add_call("c0")))
+    final = only_call_model(loop.handle(ToolReturned("c0", "5")))
+    assert final.hints.final and final.output == spec
+    without_tools = only_call_model(make_loop(output=Answer, tools=()).start())
+    assert without_tools.tools == () and without_tools.output == spec
+    assert only_call_model(make_loop().start()).output is None
 
 
 # ----------------------------------------------------------------------------- max_turns
@@ -555,6 +577,8 @@ def test_statistics_count_the_run() -> None:
         "output_retries": 0,
         "outstanding_tools": 2,
         "usage": Usage(5, 1),
+        "tool_calls": 2,
+        "plans": 0,
     }
 
 

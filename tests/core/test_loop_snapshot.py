@@ -164,19 +164,22 @@ scripts = st.tuples(
     max_turns=st.integers(1, 4),
     max_tool_errors=st.integers(0, 3),
     max_output_retries=st.integers(0, 2),
+    planning_interval=st.one_of(st.none(), st.integers(1, 3)),
 )
-def test_a_run_restored_at_any_point_emits_the_same_remaining_effects(
+def test_a_run_restored_at_any_point_emits_the_same_remaining_effects(  # noqa: PLR0917
     script: tuple[Sequence[tuple[str, Any]], Sequence[int]],
     structured: bool,
     max_turns: int,
     max_tool_errors: int,
     max_output_retries: int,
+    planning_interval: int | None,
 ) -> None:
     config = make_config(
         output=Answer if structured else None,
         max_turns=max_turns,
         max_tool_errors=max_tool_errors,
         max_output_retries=max_output_retries,
+        planning_interval=planning_interval,
     )
     reference = play(config, script, None)
     for restore_at in range(len(reference) + 1):

@@ -177,7 +177,7 @@ async def test_every_coalesced_waiter_gets_the_leaders_outcome_even_when_the_lea
 ) -> None:
     executions = 0
 
-    @tool
+    @tool(coalesce=True)
     async def fetch(url: str) -> str:
         """Fetch.
 

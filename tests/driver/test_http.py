@@ -8,9 +8,15 @@ import pytest
 import trio
 
 from agentcore import AbortKind, ErrorKind, RetryPolicy, open_driver, tool
-from agentcore.core import ToolMessage
+from agentcore.core import AgentLoop, LoopConfig, ToolMessage, UserMessage
 from tests.driver.helpers import make_loop, task_census
-from tests.driver.openai_server import completion, error, open_openai_server, streamed_text
+from tests.driver.openai_server import (
+    Reply,
+    completion,
+    error,
+    open_openai_server,
+    streamed_text,
+)
 
 pytestmark = pytest.mark.parametrize("transport", ["lean", "httpx"])
 
@@ -94,7 +100,7 @@ async def test_streamed_reply_measures_time_to_first_token(transport: str) -> No
     assert result.output == "Hello!"
     [ttft] = result.timings.ttft
     assert ttft is not None
-    assert 0 < ttft <= stats.requests[0].latency
+    assert 0 < ttft <= stats.recent_requests[0].latency
     assert stats.ttft.count == 1
 
 
@@ -147,6 +153,11 @@ async def test_final_http_error_is_not_retried(transport: str) -> None:
     assert result.error.error is not None
     assert result.error.error.kind is ErrorKind.BAD_REQUEST
     assert len(server.requests) == 1
+    # A readable line for logs: what failed, the HTTP status and the server's message.
+    text = str(result.error)
+    assert text.startswith("model_failed: bad_request (HTTP 400): ")
+    assert "bad field" in text
+    assert "\n" not in text and "AbortReason" not in text
 
 
 async def test_cancelling_a_batch_over_http_leaves_no_task_or_connection(transport: str) -> None:
@@ -214,3 +225,47 @@ async def test_sim_backend_is_started_by_the_driver_and_stopped_with_it(
     assert stats.cached_ratio is not None  # the simulator reports cached tokens
     assert (stats.ttft.count > 0) is stream
     assert task_census() == 0  # the simulator's tasks ended with the driver
+
+
+async def test_a_request_the_transport_refuses_is_final_and_never_sent(transport: str) -> None:
+    # The run id travels in the x-request-id header; a control character in it makes a
+    # request no transport may write. Retrying it could never succeed.
+    def respond(body: dict[str, Any], n: int) -> Any:
+        return completion("unreachable")
+
+    retry = RetryPolicy(max_attempts=5, base_delay=0.01, max_delay=0.02)
+    async with (
+        open_openai_server(respond) as server,
+        open_driver(
+            server.url, model="m", transport=transport, dialect="vllm", retry=retry
+        ) as driver,
+    ):
+        loop = AgentLoop(LoopConfig(run_id="agent\x01zero"), [UserMessage("hi")])
+        result = await driver.run(loop)
+    assert result.status == "failed"
+    assert result.error is not None and result.error.error is not None
+    assert result.error.error.kind is ErrorKind.BAD_REQUEST
+    assert result.error.error.retryable is False
+    assert result.timings.attempts == 1
+    assert server.requests == []
+
+
+async def test_a_200_reply_whose_json_body_is_cut_short_is_retried(transport: str) -> None:
+    whole = completion("done").body
+
+    def respond(body: dict[str, Any], n: int) -> Any:
+        if n == 0:  # a clean end of the HTTP message halfway through the document
+            return Reply(headers=(("content-type", "application/json"),), body=whole[:40])
+        return completion("done")
+
+    async with (
+        open_openai_server(respond) as server,
+        open_driver(
+            server.url, model="m", transport=transport, stream=False, retry=FAST_RETRY
+        ) as driver,
+    ):
+        result = await driver.run(make_loop(0))
+    assert result.status == "ok"
+    assert result.output == "done"
+    assert result.timings.attempts == 2
+    assert len(server.requests) == 2

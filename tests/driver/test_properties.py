@@ -185,7 +185,7 @@ def test_every_remaining_coalesced_waiter_gets_the_same_outcome(
 ) -> None:
     executions = 0
 
-    @tool
+    @tool(coalesce=True)
     async def shared(key: str) -> str:
         """Shared.
 

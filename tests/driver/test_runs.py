@@ -148,7 +148,7 @@ async def test_retry_follows_retry_after_without_holding_a_slot(autojump_clock: 
     assert seen_in_use == [0, 0]
     stats = driver.statistics()
     assert stats.attempts == 3
-    [request] = stats.requests
+    [request] = stats.recent_requests
     assert request.attempts == 3
     assert request.error is None
 
@@ -252,7 +252,7 @@ async def test_call_model_makes_one_request_through_a_slot_with_retries(
         assert isinstance(event, ModelResponded)
         assert event.request_id == "warm-1"
         assert event.message.content == "warm"
-        [request] = driver.statistics().requests
+        [request] = driver.statistics().recent_requests
     assert request.index is None
     assert request.attempts == 2
 
@@ -287,8 +287,10 @@ async def test_statistics_account_tokens_cache_ratio_and_slot_utilisation(
     assert stats.cached_tokens == 120
     assert stats.cached_ratio == pytest.approx(0.6)
     assert stats.ttft.count == 3
-    assert stats.ttft.p50 == pytest.approx(0.5)
-    assert stats.latency.p95 == pytest.approx(2.0)
+    # Percentiles come from a sketch, within 1 % of the exact value.
+    assert stats.ttft.p50 == pytest.approx(0.5, rel=0.01)
+    assert stats.latency.p95 == pytest.approx(2.0, rel=0.01)
+    assert stats.latency.max == 2.0
     # 3 slots busy for 2 s out of 4 slots over 4 s.
     assert stats.wall_time == pytest.approx(4.0)
     assert stats.slot_utilisation == pytest.approx(6.0 / 16.0)

@@ -173,3 +173,18 @@ def test_AdaptiveLimit_halves_once_per_congestion_and_grows_back() -> None:
     assert 400 <= successes <= 500
     aimd.on_success()
     assert aimd.limit == 32
+
+
+@pytest.mark.parametrize("policy", ["fifo", "priority"])
+def test_withdrawn_waiters_do_not_pile_up_behind_a_front_that_never_moves(policy: str) -> None:
+    queue: SlotQueue[object] = SlotQueue(1, policy=policy)  # type: ignore[arg-type]
+    assert queue.try_acquire()
+    stuck = object()
+    queue.enqueue(stuck, priority=10)  # the front of the line, never granted
+    for _ in range(10_000):
+        waiter = object()
+        queue.enqueue(waiter, priority=0)
+        assert queue.withdraw(waiter)
+    assert queue.waiting == 1
+    assert len(queue._fifo) + len(queue._heap) <= 2 * queue.waiting + 64
+    assert queue.release() == [stuck]

@@ -256,7 +256,7 @@ async def test_later_agents_and_turns_read_the_shared_prefix_from_cache(dynamo: 
             results = await agentcore.run_batch(
                 task, [{"who": "Ann"}, {"who": "Bob"}, {"who": "Cyd"}], driver=driver, warm=True
             )
-            requests = driver.statistics().requests
+            requests = driver.statistics().recent_requests
     assert all(r.status == "ok" for r in results)
     warm = [r for r in requests if r.index is None]
     agents = [r for r in requests if r.index is not None]
@@ -367,7 +367,7 @@ async def test_server_going_away_mid_batch_ends_every_agent_with_a_typed_failure
         assert result.error.error is not None
         assert result.error.error.kind is ErrorKind.CONNECTION
         assert result.turns == 2  # the first turn worked; the second could not
-    failed = [r for r in stats.requests if r.error is not None]
+    failed = [r for r in stats.recent_requests if r.error is not None]
     assert len(failed) == agents
     assert all(r.attempts == retry.max_attempts for r in failed)
     assert stats.runs_failed == agents

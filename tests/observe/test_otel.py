@@ -79,7 +79,7 @@ async def test_runs_requests_and_tools_become_genai_spans(spans: InMemorySpanExp
     chats = _by_operation(finished, "chat")
     tools = _by_operation(finished, "execute_tool")
     assert len(runs) == 12
-    assert len(chats) == len(stats.requests)
+    assert len(chats) == stats.requests
     run_ids = {r.context.span_id for r in runs}
     for chat in chats:
         attributes = chat.attributes or {}
@@ -90,10 +90,11 @@ async def test_runs_requests_and_tools_become_genai_spans(spans: InMemorySpanExp
         assert attributes["gen_ai.usage.input_tokens"] > 0
         assert attributes["gen_ai.usage.output_tokens"] > 0
         assert "gen_ai.usage.cache_read.input_tokens" in attributes
-        assert attributes["gen_ai.response.finish_reasons"][0] in {"stop", "tool_calls"}
+        assert attributes["gen_ai.response.finish_reasons"][0] in {"stop", "tool_calls", "length"}
         assert chat.events[0].name == "slot_acquired"
-        assert chat.parent is not None  # no warm-up on a driver passed in: all in runs
-        assert chat.parent.span_id in run_ids
+        if chat.parent is not None:
+            assert chat.parent.span_id in run_ids
+    assert sum(c.parent is None for c in chats) <= 1  # the prefix warm-up belongs to no run
     # Tool calls: one span per execution plus one per call that joined it, linked to it.
     executions = [t for t in tools if not t.links]
     joined = [t for t in tools if t.links]

@@ -154,7 +154,8 @@ GOLDEN: list[tuple[str, Any, bytes]] = [
     (
         "abort",
         Abort(AbortReason(AbortKind.CANCELLED, "cancelled"), transcript=(), usage=Usage()),
-        b'{"type":"abort","reason":{"kind":"cancelled","message":"cancelled","error":null},'
+        b'{"type":"abort","reason":{"kind":"cancelled","message":"cancelled","error":null,'
+        b'"budget":null},'
         b'"transcript":[],"usage":{"prompt_tokens":0,"completion_tokens":0,"cached_tokens":null}}',
     ),
     (
@@ -180,7 +181,7 @@ GOLDEN: list[tuple[str, Any, bytes]] = [
         b'"model_calls":1,"tool_turns":0,"tool_errors":0,"output_retries":0,"final":false,'
         b'"usage":{"prompt_tokens":7,"completion_tokens":2,"cached_tokens":null},'
         b'"results":[{"type":"tool","call_id":"c0","name":"f","content":"ok","is_error":false},'
-        b"null]}",
+        b'null],"tool_calls":0,"planning":false,"plans":0}',
     ),
 ]
 
@@ -215,6 +216,42 @@ def test_pinned_bytes_load_through_the_union(value: Any, expected: bytes) -> Non
         assert isinstance(value, LoopSnapshot)
         return
     assert agentcore.core.loads(expected, union) == value
+
+
+# Bytes written before a format change that only added fields with defaults: they must still
+# load, the new fields taking their defaults.
+LEGACY: list[tuple[str, bytes, Any]] = [
+    (
+        "abort_before_budgets",
+        b'{"type":"abort","reason":{"kind":"cancelled","message":"cancelled","error":null},'
+        b'"transcript":[],"usage":{"prompt_tokens":0,"completion_tokens":0,"cached_tokens":null}}',
+        Abort(AbortReason(AbortKind.CANCELLED, "cancelled"), transcript=(), usage=Usage()),
+    ),
+    (
+        "loop_snapshot_before_tool_call_count",
+        b'{"run_id":"run-1","state":"finished","transcript":[],"model_calls":1,"tool_turns":0,'
+        b'"tool_errors":0,"output_retries":0,"final":false,'
+        b'"usage":{"prompt_tokens":7,"completion_tokens":2,"cached_tokens":null},"results":[]}',
+        LoopSnapshot(
+            run_id="run-1",
+            state=RunState.FINISHED,
+            transcript=(),
+            model_calls=1,
+            tool_turns=0,
+            tool_errors=0,
+            output_retries=0,
+            final=False,
+            usage=Usage(7, 2, None),
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize(("data", "value"), [g[1:] for g in LEGACY], ids=[g[0] for g in LEGACY])
+def test_bytes_of_an_older_format_load_with_defaults_for_new_fields(
+    data: bytes, value: Any
+) -> None:
+    assert agentcore.core.loads(data, type(value)) == value
 
 
 def test_loads_accepts_text_as_well_as_bytes() -> None:

@@ -125,7 +125,7 @@ def test_every_coalesced_waiter_gets_the_outcome_of_the_execution_it_joined(
     finished: list[str] = []
     cancelled: list[str] = []
 
-    @tool
+    @tool(coalesce=True)
     async def lookup(key: str) -> str:
         started[key] += 1
         label = f"{key}#{started[key]}"
@@ -181,7 +181,7 @@ async def test_cancelling_one_waiter_leaves_the_others_results_intact(
 ) -> None:
     runs: list[str] = []
 
-    @tool
+    @tool(coalesce=True)
     async def fetch(url: str) -> str:
         runs.append(url)
         await trio.sleep(10)
@@ -218,7 +218,7 @@ async def test_cancelling_the_last_waiter_cancels_the_execution(
 ) -> None:
     events: list[str] = []
 
-    @tool
+    @tool(coalesce=True)
     async def crawl(site: str) -> str:
         events.append("started")
         try:
@@ -265,7 +265,7 @@ async def test_arguments_that_differ_only_in_spelling_share_one_execution(
 ) -> None:
     runs = 0
 
-    @tool
+    @tool(coalesce=True)
     async def search(query: str, k: int = 5, tags: dict[str, int] | None = None) -> str:
         nonlocal runs
         runs += 1
@@ -496,7 +496,7 @@ async def test_timeout_is_reported_as_a_tool_failure(
 async def test_all_coalesced_waiters_share_one_timeout(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    @tool(timeout=1)
+    @tool(coalesce=True, timeout=1)
     async def hang() -> str:
         await trio.sleep_forever()
 
@@ -828,3 +828,36 @@ def test_tool_type_is_the_decorator_product() -> None:
         return ""
 
     assert isinstance(noop, Tool)
+
+
+async def test_cache_keeps_at_most_cache_size_results_dropping_the_least_recently_used(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    runs: Counter[int] = Counter()
+
+    @tool(cache=True)
+    async def square(n: int) -> int:
+        runs[n] += 1
+        return n * n
+
+    async with open_tool_executor([square], cache_size=3) as executor:
+        for n in (1, 2, 3):
+            await executor.call(call("square", n=n))
+        await executor.call(call("square", n=1))  # a hit: 1 is now the most recently used
+        await executor.call(call("square", n=4))  # evicts 2, the least recently used
+        assert executor.statistics().cached_results == 3
+        for n in (1, 3, 4):
+            await executor.call(call("square", n=n))
+        assert runs == Counter({1: 1, 2: 1, 3: 1, 4: 1})
+        await executor.call(call("square", n=2))
+        assert runs[2] == 2
+        for n in range(100, 1000):
+            await executor.call(call("square", n=n))
+        assert executor.statistics().cached_results == 3
+
+
+@pytest.mark.parametrize("size", [0, -1, 1.5, True])
+async def test_cache_size_must_be_a_positive_integer(size: Any) -> None:
+    with pytest.raises(ConfigError, match="cache_size"):
+        async with open_tool_executor([], cache_size=size):
+            pass

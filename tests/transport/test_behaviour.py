@@ -18,7 +18,7 @@ from agentcore._codecs.http import header
 from agentcore._transports.factory import TransportKind, make_transport
 from agentcore._transports.hosted import HttpxTransport
 from agentcore._transports.lean import LeanTransport, Origin
-from agentcore.wire import HttpRequest, Transport, TransportError
+from agentcore.wire import HttpRequest, Transport, TransportError, TransportErrorKind
 from tests.transport.transport_server import (
     Exchange,
     LoopbackServer,
@@ -119,6 +119,60 @@ async def test_chunked_body_is_read_whole(kind: TransportKind) -> None:
         response = await transport.send(post(server), QUICK)
         assert response.body == b"alpha beta gamma"
         assert server.accepted == 1
+
+
+async def test_many_chunks_in_one_segment_with_a_trailer_keep_the_connection(
+    kind: TransportKind,
+) -> None:
+    pieces = [f"data: {i}\n\n".encode() for i in range(300)]
+
+    async def chunked(exchange: Exchange) -> None:
+        await exchange.start_chunked(200, [("content-type", "text/event-stream")])
+        await exchange.send_chunks(pieces)
+        await exchange.end_chunked([("x-checksum", "300")])
+
+    async with serve(chunked) as server, open_transport(server, kind) as transport:
+        response = await transport.send(post(server), QUICK)
+        assert response.body == b"".join(pieces)
+        assert await _read_stream(transport, post(server)) == (200, b"".join(pieces))
+        assert await _read_stream(transport, post(server)) == (200, b"".join(pieces))
+        assert server.accepted == 1
+
+
+async def test_head_and_body_in_one_segment_are_both_read(kind: TransportKind) -> None:
+    async def together(exchange: Exchange) -> None:
+        await exchange.send_raw(
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+            b"3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\nx-t: 1\r\n\r\n"
+        )
+
+    async with serve(together) as server, open_transport(server, kind) as transport:
+        assert (await transport.send(post(server), QUICK)).body == b"abcde"
+        assert await _read_stream(transport, post(server)) == (200, b"abcde")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"zz\r\nabc\r\n0\r\n\r\n", b"3\r\nabcXY\r\n0\r\n\r\n", b"3\nabc\r\n0\r\n\r\n"],
+    ids=["bad-size", "no-crlf-after-data", "bare-lf-size-line"],
+)
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_malformed_chunk_framing_is_a_protocol_error(
+    kind: TransportKind, body: bytes, streamed: bool
+) -> None:
+    async def malformed(exchange: Exchange) -> None:
+        await exchange.send_raw(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n" + body)
+        await exchange.wait_for_client_close()
+
+    async with serve(malformed) as server, open_transport(server, kind) as transport:
+        with pytest.raises(TransportError) as caught:
+            if streamed:
+                await _read_stream(transport, post(server))
+            else:
+                await transport.send(post(server), QUICK)
+        assert caught.value.kind == "protocol"
+        assert caught.value.response_started
+        await server.wait_open(0)
 
 
 async def _read_stream(transport: Transport, request: HttpRequest) -> tuple[int, bytes]:
@@ -570,7 +624,7 @@ async def test_lean_refuses_a_url_on_another_origin() -> None:
     async with serve() as server, open_transport(server, "lean") as transport:
         with pytest.raises(TransportError) as caught:
             await transport.send(HttpRequest("POST", "http://example.com/v1/x"), QUICK)
-        assert caught.value.kind == "connect"
+        assert caught.value.kind is TransportErrorKind.REFUSED
         assert server.accepted == 0
         # The same origin spelled differently is accepted.
         other_spelling = f"HTTP://127.0.0.1:{server.port}/v1/models?a=1"
@@ -578,18 +632,24 @@ async def test_lean_refuses_a_url_on_another_origin() -> None:
         assert server.requests[0].target == "/v1/models?a=1"
 
 
+@pytest.mark.parametrize("kind", ["lean", "httpx"])
 @pytest.mark.parametrize(
     "headers",
-    [[("bad name", "x")], [("x-ok", "line\r\nbreak")], [("x-ok", "café ☕")]],
-    ids=["space-in-name", "crlf-in-value", "not-latin-1"],
+    [
+        [("bad name", "x")],
+        [("x-ok", "line\r\nbreak")],
+        [("x-ok", "café ☕")],
+        [("x-ok", "a\x01b")],
+    ],
+    ids=["space-in-name", "crlf-in-value", "not-latin-1", "control-character"],
 )
-async def test_lean_refuses_headers_that_would_corrupt_the_request(
-    headers: list[tuple[str, str]],
+async def test_a_request_that_cannot_be_written_is_refused_before_any_byte_is_sent(
+    headers: list[tuple[str, str]], kind: str
 ) -> None:
-    async with serve() as server, open_transport(server, "lean") as transport:
+    async with serve() as server, open_transport(server, kind) as transport:
         with pytest.raises(TransportError) as caught:
             await transport.send(HttpRequest("POST", server.url + "/x", headers), QUICK)
-        assert caught.value.kind == "protocol"
+        assert caught.value.kind is TransportErrorKind.REFUSED
         assert server.accepted == 0
 
 

@@ -62,8 +62,15 @@ class Exchange:
     async def send_chunk(self, data: bytes) -> None:
         await self._stream.send_all(self._conn.send(h11.Data(data=data)) or b"")
 
-    async def end_chunked(self) -> None:
-        await self._stream.send_all(self._conn.send(h11.EndOfMessage()) or b"")
+    async def send_chunks(self, pieces: list[bytes]) -> None:
+        """One HTTP chunk per piece, all in one write."""
+        await self._stream.send_all(
+            b"".join(self._conn.send(h11.Data(data=p)) or b"" for p in pieces)
+        )
+
+    async def end_chunked(self, trailer: list[tuple[str, str]] | None = None) -> None:
+        end = h11.EndOfMessage(headers=trailer or [])
+        await self._stream.send_all(self._conn.send(end) or b"")
 
     async def send_raw(self, data: bytes) -> None:
         """Bytes outside h11's control; the connection is closed afterwards."""

@@ -463,7 +463,7 @@ def _read_block(block: object, texts: list[str], calls: list[ToolCall]) -> str |
 
 # Theory of operation
 # -------------------
-# The body is an SSE stream (see _sse.py) whose events each carry a JSON object with a "type"
+# The body is an SSE stream (see sse.py) whose events each carry a JSON object with a "type"
 # equal to the event name. A reply is framed by message_start ... message_stop; between them
 # every content block is opened by content_block_start (its "index" names it from then on),
 # grows through content_block_delta events and is closed by content_block_stop. The decoder

@@ -1,8 +1,19 @@
 """Classification of failed model requests into :class:`~agentcore.ModelError` values.
 
-Every codec and the driver go through this module, so one table decides what is worth a
-retry. The inputs are what a server tells us: the HTTP status, the ``retry-after`` family of
-headers, ``x-should-retry``, and the error body, whose shape differs between servers:
+This module is the one place where ``ModelError`` values are made from what happened at the
+I/O edge, so one table decides what is worth a retry. Its inputs:
+
+- a transport failure (:func:`transport_failure`): every :class:`~agentcore.wire.
+  TransportErrorKind` is a retryable connection or timeout error, except ``REFUSED`` (a request
+  that cannot be written, such as a header value with a control character), which is a final
+  ``BAD_REQUEST``; a stream broken after the response started is a retryable truncation;
+- a request the codec cannot encode (:func:`unusable_request`): a final ``BAD_REQUEST``;
+- a 2xx reply that does not follow the protocol (:func:`protocol_error`: a JSON body cut short
+  by a proxy or a dying server, an event stream with a malformed event): retryable, within
+  the retry policy's bounds, streamed or not;
+- the run's deadline (:func:`deadline_error`): final;
+- an HTTP error answer: the status, the ``retry-after`` family of headers,
+  ``x-should-retry``, and the error body, whose shape differs between servers:
 
 - OpenAI and current vLLM: ``{"error": {"message", "type", "code", "param"}}``;
 - SGLang and older vLLM: flat ``{"object": "error", "message", "type", "code"}``;
@@ -33,6 +44,7 @@ from typing import Any
 
 import orjson
 
+from .._core.errors import TransportError, TransportErrorKind
 from .._core.events import ErrorKind, ModelError
 from .http import Headers, header
 
@@ -44,7 +56,9 @@ __all__ = [
     "deadline_error",
     "protocol_error",
     "retry_after_seconds",
+    "transport_failure",
     "truncated_stream",
+    "unusable_request",
 ]
 
 MAX_MESSAGE_CHARS = 2000
@@ -251,13 +265,53 @@ def deadline_error() -> ModelError:
 
 
 def protocol_error(message: str, status: int | None = None) -> ModelError:
-    """A final failure for a reply that does not follow the protocol (malformed body or stream).
+    """A retryable failure for a reply that does not follow the protocol (a body cut short or
+    garbled on its way, a malformed event stream).
+
+    A server that answers a well-formed request with a 2xx status meant to answer it; a body
+    that cannot be read is damage in transit as often as a server bug, so it is retried like a
+    cut stream, within the retry policy's bounds.
 
     Args:
         message: what is wrong with the reply (kept as given).
         status: the HTTP status of the reply, when there is one.
     """
-    return ModelError(kind=ErrorKind.PROTOCOL, message=message, status=status)
+    return ModelError(kind=ErrorKind.PROTOCOL, message=message, status=status, retryable=True)
+
+
+def unusable_request(message: str) -> ModelError:
+    """A final failure for a request the codec refused to encode: retrying cannot help.
+
+    Args:
+        message: why the request cannot be encoded.
+    """
+    return ModelError(kind=ErrorKind.BAD_REQUEST, message=_clip(message))
+
+
+_TRANSPORT_KINDS: Mapping[TransportErrorKind, tuple[ErrorKind, bool]] = {
+    TransportErrorKind.CONNECT: (ErrorKind.CONNECTION, True),
+    TransportErrorKind.TIMEOUT: (ErrorKind.TIMEOUT, True),
+    TransportErrorKind.READ: (ErrorKind.CONNECTION, True),
+    TransportErrorKind.WRITE: (ErrorKind.CONNECTION, True),
+    TransportErrorKind.CLOSED: (ErrorKind.CONNECTION, True),
+    TransportErrorKind.PROTOCOL: (ErrorKind.CONNECTION, True),
+    TransportErrorKind.REFUSED: (ErrorKind.BAD_REQUEST, False),
+}
+"""Each transport failure kind: the error kind it becomes, and whether a retry may help."""
+
+
+def transport_failure(exc: TransportError, *, streamed: bool = False) -> ModelError:
+    """The ``ModelError`` for a transport failure.
+
+    Args:
+        exc: what the transport raised.
+        streamed: the reply was being streamed; a failure after the response started is
+            then a truncated stream (retryable) whatever its kind.
+    """
+    if streamed and exc.response_started:
+        return truncated_stream(f"stream interrupted: {exc}")
+    kind, retryable = _TRANSPORT_KINDS[exc.kind]
+    return ModelError(kind=kind, message=_clip(str(exc)), retryable=retryable)
 
 
 def error_fields(payload: Mapping[str, Any]) -> tuple[str | None, str | None, str, int | None]:

@@ -27,6 +27,7 @@ import attrs
 
 from .._core.errors import ConfigError
 from .._core.events import CallModel
+from .._core.validators import check_header_value
 
 __all__ = [
     "DIALECTS",
@@ -380,7 +381,7 @@ def _headers_option(value: object) -> tuple[tuple[str, str], ...]:
     for name, text in value.items():
         if not isinstance(name, str) or not isinstance(text, str):
             raise ConfigError(f"extra_headers must map strings to strings, got {name!r}")
-        check_header_value(name, text)
+        check_header_value(f"header {name!r}", text)
         pairs.append((name.lower(), text))
     return tuple(pairs)
 
@@ -399,16 +400,6 @@ def _body_option(value: object, dynamo: DynamoApi | None) -> tuple[tuple[str, An
                 f"(unknown top-level fields are answered with HTTP 400)"
             )
     return tuple((str(k), v) for k, v in value.items())
-
-
-def check_header_value(name: str, value: str) -> None:
-    """Refuse header values that would break the HTTP framing.
-
-    Raises:
-        ConfigError: the value holds CR, LF or NUL.
-    """
-    if "\r" in value or "\n" in value or "\0" in value:
-        raise ConfigError(f"header {name!r} must not contain CR, LF or NUL: {value!r}")
 
 
 # ----------------------------------------------------------------------------- wire extras
@@ -487,5 +478,5 @@ def dialect_headers(call: CallModel, opts: OpenAIOptions) -> list[tuple[str, str
             if hints.final:
                 pairs.append(("x-dynamo-session-final", "true"))
     for name, value in pairs:
-        check_header_value(name, value)
+        check_header_value(f"header {name!r}", value)
     return pairs

@@ -12,5 +12,6 @@ the folder and fails on anything else). Files:
 - ``loop``: :class:`AgentLoop`, the state machine itself, with its snapshots and statistics.
 - ``singleflight``: the pure table that coalesces identical tool calls.
 - ``slots``: the pure slot queue (FIFO/priority) and the AIMD adaptive limit.
+- ``budgets``: usage limits per run and per batch, and the pure checks against them.
 - ``retry``: the retry policy (which failures, how long to back off).
 """

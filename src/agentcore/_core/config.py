@@ -2,8 +2,10 @@
 
 :class:`LoopConfig` is validated once at construction (every check raises
 :class:`~agentcore.ConfigError`) and derives what every request of the run shares: the output
-schema and its system-prompt instruction, the tool table, the final request's parameters.
-A batch builds one config per task and a cheap per-run copy per job (``_for_run``).
+schema and its system-prompt instruction, the tool table, the final request's parameters,
+and the first system message with that instruction joined (built once per system prompt and
+shared by every run, see ``_system_message``). A batch builds one config per task and shares
+it between its runs; each loop keeps its own ids (``AgentLoop._for_run``).
 
 Ids are data, derived here and nowhere else: request ``n`` of a run is
 :func:`request_id` ``(run_id, n)``, tool call ``index`` of turn ``turn`` has the idempotency
@@ -21,8 +23,9 @@ from typing import Any, Final
 
 import attrs
 
+from .budgets import UsageLimits
 from .errors import ConfigError, InternalError
-from .messages import ModelParams, OutputSpec, ToolSpec
+from .messages import ModelParams, OutputSpec, SystemMessage, ToolSpec
 from .schema import json_schema
 from .validators import (
     int_at_least,
@@ -34,6 +37,8 @@ from .validators import (
 
 __all__ = [
     "DEFAULT_FINAL_INSTRUCTION",
+    "DEFAULT_PLANNING_FOLLOWUP",
+    "DEFAULT_PLANNING_INSTRUCTION",
     "LoopConfig",
     "fallback_call_id",
     "idempotency_key",
@@ -61,6 +66,13 @@ DEFAULT_FINAL_INSTRUCTION: Final = (
     "Give your final answer now, based on what you already know."
 )
 
+DEFAULT_PLANNING_INSTRUCTION: Final = (
+    "Before you act, write a short plan: what you know so far, what is still missing, and "
+    "the next steps (which tools to call, and why). Do not call any tools in this reply."
+)
+
+DEFAULT_PLANNING_FOLLOWUP: Final = "Now carry out your plan."
+
 _OUTPUT_INSTRUCTION = (
     "When you give your final answer (a reply without tool calls), reply with a single JSON "
     "value and nothing else (a ```json fenced block is also accepted). It must conform to "
@@ -71,6 +83,11 @@ _OUTPUT_INSTRUCTION = (
 def _check_params(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, ModelParams):
         raise ConfigError(f"LoopConfig.params must be a ModelParams, got {value!r}")
+
+
+def _check_limits(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and not isinstance(value, UsageLimits):
+        raise ConfigError(f"LoopConfig.limits must be a UsageLimits or None, got {value!r}")
 
 
 def _to_tools(value: Any) -> tuple[ToolSpec, ...]:
@@ -161,6 +178,19 @@ class LoopConfig:
     """Expected reply length, passed on as a hint."""
     final_instruction: str = attrs.field(default=DEFAULT_FINAL_INSTRUCTION, validator=nonempty_str)
     """The user message of the forced final request."""
+    limits: UsageLimits | None = attrs.field(default=None, validator=_check_limits)
+    """Usage budgets of the run, checked before each model request and each tool turn
+    (``None``: none beyond ``max_turns``)."""
+
+    planning_interval: int | None = attrs.field(default=None, validator=optional_int_at_least(1))
+    """Ask for a plan before the first tool turn and after every this many tool turns
+    (``None``: never). A planning request offers the tools with ``tool_choice="none"``."""
+    planning_instruction: str = attrs.field(
+        default=DEFAULT_PLANNING_INSTRUCTION, validator=nonempty_str
+    )
+    """The user message of a planning request."""
+    planning_followup: str = attrs.field(default=DEFAULT_PLANNING_FOLLOWUP, validator=nonempty_str)
+    """The user message after a plan, asking the model to act on it."""
 
     output_spec: OutputSpec | None = attrs.field(init=False, eq=False, repr=False)
     """Derived from ``output``: its name and JSON schema (``None`` for text output)."""
@@ -168,6 +198,9 @@ class LoopConfig:
     """Derived from ``output``: the system-prompt text announcing the schema."""
     _tools_by_name: Mapping[str, ToolSpec] = attrs.field(init=False, eq=False, repr=False)
     _final_params: ModelParams = attrs.field(init=False, eq=False, repr=False)
+    _system_memo: list[Any] = attrs.field(init=False, eq=False, repr=False)
+    """``[system prompt text, the system message with the output instruction joined]`` of
+    the last run that asked (one entry: a batch's runs share one system prompt)."""
 
     def __attrs_post_init__(self) -> None:
         spec: OutputSpec | None = None
@@ -181,6 +214,32 @@ class LoopConfig:
         object.__setattr__(self, "output_instruction", instruction)
         object.__setattr__(self, "_tools_by_name", {t.name: t for t in self.tools})
         object.__setattr__(self, "_final_params", attrs.evolve(self.params, tool_choice="none"))
+        object.__setattr__(self, "_system_memo", [None, None])
+
+    def _system_message(self, first: str | None) -> SystemMessage:
+        """The system message that announces the output schema: ``first`` (the text of the
+        conversation's first system message, ``None`` when it has none) with the output
+        instruction joined.
+
+        Runs with the same system prompt get the same (immutable) message object, so a batch
+        keeps one copy of its prompt prefix instead of one per agent.
+
+        Raises:
+            InternalError: the config has no output type.
+        """
+        instruction = self.output_instruction
+        if instruction is None:
+            raise InternalError("no output instruction to join: the config has no output type")
+        text = first or ""  # no system prompt and an empty one give the same message
+        memo = self._system_memo
+        key = memo[0]
+        if key is not None and (key is text or key == text):
+            message: SystemMessage = memo[1]
+            return message
+        message = SystemMessage(f"{text}\n\n{instruction}" if text else instruction)
+        memo[0] = text
+        memo[1] = message
+        return message
 
     def _for_run(self, run_id: str, parent_session_id: str | None) -> LoopConfig:
         """This config for another run: ``run_id`` (also the session id) and the parent
@@ -212,15 +271,21 @@ class LoopConfig:
         put(config, "priority_step", self.priority_step)
         put(config, "expected_output_tokens", self.expected_output_tokens)
         put(config, "final_instruction", self.final_instruction)
+        put(config, "limits", self.limits)
+
+        put(config, "planning_interval", self.planning_interval)
+        put(config, "planning_instruction", self.planning_instruction)
+        put(config, "planning_followup", self.planning_followup)
         put(config, "output_spec", self.output_spec)
         put(config, "output_instruction", self.output_instruction)
         put(config, "_tools_by_name", self._tools_by_name)
         put(config, "_final_params", self._final_params)
+        put(config, "_system_memo", self._system_memo)
         return config
 
 
 _RUN_ID = attrs.fields(LoopConfig).run_id
 _PARENT_SESSION_ID = attrs.fields(LoopConfig).parent_session_id
-_FOR_RUN_FIELDS = 17  # the fields ``LoopConfig._for_run`` sets
+_FOR_RUN_FIELDS = 22  # the fields ``LoopConfig._for_run`` sets
 if len(attrs.fields(LoopConfig)) != _FOR_RUN_FIELDS:  # pragma: no cover - a maintenance guard
     raise InternalError("LoopConfig._for_run must set every field of LoopConfig")

@@ -8,6 +8,7 @@ programming errors (an illegal event fed to the loop, a bad configuration, undec
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "InternalError",
     "LocalProtocolError",
     "TransportError",
+    "TransportErrorKind",
 ]
 
 
@@ -54,22 +56,47 @@ class ConfigError(AgentcoreError, ValueError):
     """An invalid configuration value (loop config, backend URL, tool definition...)."""
 
 
+class TransportErrorKind(enum.StrEnum):
+    """Why a transport could not complete an exchange.
+
+    The model client maps each kind to a ``ModelError`` in one table
+    (:mod:`agentcore._codecs.classify`): every kind is worth a retry except ``REFUSED``.
+    """
+
+    CONNECT = "connect"
+    """No connection could be made (refused, unreachable, name not resolved, TLS failed)."""
+    TIMEOUT = "timeout"
+    """A time limit ran out."""
+    READ = "read"
+    """Reading the response failed."""
+    WRITE = "write"
+    """Writing the request failed (the connection broke)."""
+    CLOSED = "closed"
+    """The peer closed the connection, or the transport was closed."""
+    PROTOCOL = "protocol"
+    """The response is not valid HTTP."""
+    REFUSED = "refused"
+    """The request itself cannot be written (a header value with a control character, a URL
+    that is not percent-encoded...). Sending it again can never succeed."""
+
+
 class TransportError(AgentcoreError):
     """A transport could not complete an HTTP exchange.
 
-    Transports raise only this (never an httpx, h11, trio or ssl exception); the driver turns it
-    into a ``ModelFailed`` event for the loop.
+    Transports raise only this (never an httpx, h11, trio or ssl exception); the model client
+    turns it into a ``ModelFailed`` event for the loop.
 
     Attributes:
-        kind: one of ``"connect"``, ``"timeout"``, ``"read"``, ``"write"``, ``"closed"``
-            (the peer closed the connection), ``"protocol"`` (malformed HTTP).
+        kind: a :class:`TransportErrorKind` (a ``str`` enum, so ``kind == "timeout"`` holds).
         response_started: ``True`` once any byte of the response had arrived; a request that
             failed before that on a reused connection may be retried safely.
     """
 
-    def __init__(self, kind: str, message: str, *, response_started: bool = False) -> None:
-        super().__init__(f"{kind}: {message}")
-        self.kind = kind
+    def __init__(
+        self, kind: TransportErrorKind | str, message: str, *, response_started: bool = False
+    ) -> None:
+        self.kind = TransportErrorKind(kind)
+        super().__init__(f"{self.kind.value}: {message}")
         self.message = message
         self.response_started = response_started
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from .budgets import BudgetExceeded
 from .messages import (
     AgentHints,
     AssistantMessage,
@@ -42,6 +43,11 @@ __all__ = [
     "ToolFailed",
     "ToolReturned",
 ]
+
+
+def _one_line(text: str) -> str:
+    """``text`` with its line breaks turned into spaces (error strings go into log lines)."""
+    return " ".join(text.splitlines())
 
 
 class ErrorKind(enum.Enum):
@@ -76,6 +82,11 @@ class ModelError:
     code: str | None = None
     """The server's error type/code string, if any."""
 
+    def __str__(self) -> str:
+        """One line for logs: ``kind (HTTP status): message``."""
+        status = "" if self.status is None else f" (HTTP {self.status})"
+        return f"{self.kind.value}{status}: {_one_line(self.message)}"
+
 
 @attrs.frozen
 class ToolError:
@@ -83,6 +94,10 @@ class ToolError:
 
     type: str
     message: str
+
+    def __str__(self) -> str:
+        """One line for logs: ``type: message``."""
+        return f"{self.type}: {_one_line(self.message)}"
 
 
 # ----------------------------------------------------------------------------- events
@@ -148,8 +163,9 @@ class CallModel:
     params: ModelParams = ModelParams()
     hints: AgentHints = AgentHints(session_id="")
     output: OutputSpec | None = None
-    """The structured output expected from the final answer (codecs may pass it on as
-    ``response_format`` when the backend supports it)."""
+    """The structured output expected from the final answer, on every request of a run that
+    has an output type (codecs may pass it on as ``response_format`` when the backend
+    supports it; some only on requests without tools, see the codec's options)."""
 
 
 @attrs.frozen
@@ -176,6 +192,7 @@ class AbortKind(enum.Enum):
     MAX_TURNS = "max_turns"  #: no answer even after the forced final turn
     CANCELLED = "cancelled"  #: ``CancelRequested``
     INVALID_INPUT = "invalid_input"  #: the batch input did not fit the task (no run started)
+    BUDGET_EXHAUSTED = "budget_exhausted"  #: a usage budget ran out (``AbortReason.budget``)
 
 
 @attrs.frozen
@@ -186,6 +203,16 @@ class AbortReason:
     message: str
     error: ModelError | None = None
     """The model error, for ``MODEL_FAILED``."""
+    budget: BudgetExceeded | None = None
+    """The budget that ran out, for ``BUDGET_EXHAUSTED``."""
+
+    def __str__(self) -> str:
+        """One line for logs and JSONL: ``kind: message``, or for a model failure
+        ``model_failed: error kind (HTTP status): message``."""
+        if self.error is not None and self.message == self.error.message:
+            return f"{self.kind.value}: {self.error}"
+        text = f"{self.kind.value}: {_one_line(self.message)}"
+        return text if self.error is None else f"{text} ({self.error})"
 
 
 @attrs.frozen

@@ -9,8 +9,9 @@ engine) feeds it *events* (facts: the model answered, a tool returned) and perfo
 here, so every decision can be tested without I/O.
 
 A run is a sequence of *model requests*. Request ``n`` (0-based, the ``turn`` of its hints)
-has the id ``f"{run_id}/{n}"`` and is answered by exactly one ``ModelResponded`` or
-``ModelFailed`` carrying that id. A reply either
+has the id ``request_id(run_id, n)`` (the id formulas live in :mod:`agentcore._core.config`)
+and is answered by exactly one ``ModelResponded`` or ``ModelFailed`` carrying that id. A reply
+either
 
 - asks for tools (a *tool turn*): one ``CallTool`` per valid call, all emitted at once (the
   driver runs them in parallel). Invalid calls (unknown tool, arguments that are not a JSON
@@ -27,10 +28,25 @@ with ``final_instruction``, ``hints.final`` set. A final reply that still asks f
 the run with ``Abort(MAX_TURNS)``. Repair turns do not count as tool turns, so every run makes
 at most ``max_turns + 1 + max_output_retries`` model requests.
 
+Planning (``config.planning_interval`` = N): before the first request, and after every N-th
+tool turn (unless the next request is the final one), the loop first asks for a *plan*: it
+appends ``planning_instruction`` as a user message and sends a request that keeps the tool
+list but sets ``tool_choice="none"`` (as the final request does, so the tools stay in the
+shared prefix). The reply's text enters the transcript as an assistant message (tool calls in
+it are dropped: they were not offered), followed by ``planning_followup`` as a user message,
+and the next request is an ordinary one. Plans are model requests (they have request ids,
+count toward usage and ``model_calls``) but not tool turns; ``LoopStatistics.plans`` counts
+them, and a snapshot taken while a plan is outstanding restores to the same request.
+
 Budgets: every invalid tool call counts toward ``max_tool_errors``; the call that exceeds it
 ends the run with ``Abort(TOOL_ERRORS)`` (no ``CallTool`` of that reply is emitted). A tool
 that *ran* and failed (``ToolFailed``) is reported to the model as an error result but does
 not count: it is the tool's fault, not the model's.
+
+Usage budgets (``config.limits``, see :mod:`agentcore._core.budgets`): before each model
+request (the first one included) the loop checks the run's requests and tokens so far, and
+before a tool turn starts it checks that the turn's valid calls fit the tool-call limit; a
+budget without room ends the run with ``Abort(BUDGET_EXHAUSTED)`` whose reason names it.
 
 Legality: :data:`TRANSITIONS` lists every (state, event type) pair the loop accepts and the
 states it may move to. A pair missing from the table, a reply to a request that is not the
@@ -42,13 +58,16 @@ Any other exception out of ``handle`` is a bug.
 
 Structured output is announced twice: the loop appends a fixed instruction with the JSON
 schema to the first system message (or inserts a system message) before the first request,
-so the bytes of the shared prefix are identical across runs with the same config; and
-``CallModel.output`` carries the ``OutputSpec`` on requests that offer no tools, where a codec
-may map it to ``response_format`` without preventing tool calls.
+so the bytes of the shared prefix are identical across runs with the same config (runs of one
+config with the same system prompt share that message object: the config builds it once); and
+``CallModel.output`` carries the ``OutputSpec`` on every request of the run. Whether it goes on
+the wire (``response_format``) is the codec's choice: where the server's guided decoding would
+constrain the whole reply and so forbid tool calls (vLLM, SGLang), the codec sends it only on
+requests that offer no tools or use ``tool_choice="none"``.
 
 Ids are data: call ids the model left empty or repeated within a reply are replaced by
 ``call_{turn}_{index}`` (the assistant message in the transcript is rewritten to match), and
-``CallTool.idempotency_key`` is ``f"{run_id}/{turn}/{index}"``, so a run restored from a
+``CallTool.idempotency_key`` is ``idempotency_key(run_id, turn, index)``, so a run restored from a
 snapshot asks for the same keys again.
 """
 
@@ -60,6 +79,7 @@ from typing import Any, Final, NoReturn
 
 import attrs
 
+from .budgets import BudgetExceeded, UsageLimits, UsageTally, exhausted, tool_calls_exceed
 from .config import LoopConfig, fallback_call_id, idempotency_key, request_id
 from .errors import ConfigError, InternalError, LocalProtocolError
 from .events import (
@@ -89,6 +109,7 @@ from .messages import (
     UserMessage,
 )
 from .schema import ValidationFailed, loads_json, parse_json_text, structure
+from .validators import nonempty_str, optional_nonempty_str
 
 __all__ = [
     "START",
@@ -126,14 +147,14 @@ _ABORTED = RunState.ABORTED
 _ERROR = RunState.ERROR
 
 TRANSITIONS: Final[Mapping[tuple[RunState, type[Any] | str], frozenset[RunState]]] = {
-    (_IDLE, START): frozenset({_AWAITING_MODEL}),
+    (_IDLE, START): frozenset({_AWAITING_MODEL, _ABORTED}),
     (_AWAITING_MODEL, ModelResponded): frozenset(
         {_AWAITING_MODEL, _AWAITING_TOOLS, _FINISHED, _ABORTED}
     ),
     (_AWAITING_MODEL, ModelFailed): frozenset({_ABORTED}),
     (_AWAITING_MODEL, CancelRequested): frozenset({_ABORTED}),
-    (_AWAITING_TOOLS, ToolReturned): frozenset({_AWAITING_TOOLS, _AWAITING_MODEL}),
-    (_AWAITING_TOOLS, ToolFailed): frozenset({_AWAITING_TOOLS, _AWAITING_MODEL}),
+    (_AWAITING_TOOLS, ToolReturned): frozenset({_AWAITING_TOOLS, _AWAITING_MODEL, _ABORTED}),
+    (_AWAITING_TOOLS, ToolFailed): frozenset({_AWAITING_TOOLS, _AWAITING_MODEL, _ABORTED}),
     (_AWAITING_TOOLS, CancelRequested): frozenset({_ABORTED}),
 }
 """Every legal (state, input) pair and the states the loop may move to.
@@ -142,6 +163,9 @@ The input is an event type, or :data:`START` for ``AgentLoop.start()``. A pair t
 key is illegal; ``ERROR`` is entered on any illegal input and never left.
 """
 
+
+_RUN_ID = attrs.fields(LoopConfig).run_id
+_PARENT_SESSION_ID = attrs.fields(LoopConfig).parent_session_id
 
 # ----------------------------------------------------------------------------- snapshot
 
@@ -170,6 +194,12 @@ class LoopSnapshot:
     results: tuple[ToolMessage | None, ...] = ()
     """Per call of the current tool turn (model order): its result, or ``None`` while it is
     outstanding. Empty unless the state is ``AWAITING_TOOLS``."""
+    tool_calls: int = 0
+    """Tool calls started so far (what ``UsageLimits.tool_calls`` bounds)."""
+    planning: bool = False
+    """Whether the outstanding model request asks for a plan."""
+    plans: int = 0
+    """Planning requests emitted so far."""
 
 
 @attrs.frozen
@@ -183,6 +213,10 @@ class LoopStatistics:
     output_retries: int
     outstanding_tools: int
     usage: Usage
+    tool_calls: int = 0
+    """Tool calls started so far."""
+    plans: int = 0
+    """Planning requests made (they are also in ``model_calls``)."""
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -240,11 +274,17 @@ class AgentLoop:
         "_final",
         "_model_calls",
         "_output_retries",
+        "_parent_session_id",
         "_pending",
+        "_planning",
+        "_plans",
         "_prompt_tokens",
         "_request_id",
         "_results",
+        "_run_id",
+        "_session_id",
         "_state",
+        "_tool_calls",
         "_tool_errors",
         "_tool_turns",
         "_transcript",
@@ -253,26 +293,60 @@ class AgentLoop:
     def __init__(self, config: LoopConfig, messages: Sequence[Message]) -> None:
         if not isinstance(config, LoopConfig):
             raise ConfigError(f"config must be a LoopConfig, got {config!r}")
+        self._setup(config, messages, config.run_id, config.session_id, config.parent_session_id)
+
+    @classmethod
+    def _for_run(
+        cls,
+        config: LoopConfig,
+        messages: Sequence[Message],
+        run_id: str,
+        parent_session_id: str | None,
+    ) -> AgentLoop:
+        """A loop for run ``run_id`` (also its session id) on a config shared by many runs.
+
+        Behaves like ``AgentLoop(config._for_run(run_id, parent_session_id), messages)``
+        without a config per run: the ids live in the loop, and :attr:`config` builds the
+        per-run config only when asked for.
+
+        Raises:
+            ConfigError: an invalid id, or ``messages`` holds something that is not a message.
+        """
+        nonempty_str(None, _RUN_ID, run_id)
+        optional_nonempty_str(None, _PARENT_SESSION_ID, parent_session_id)
+        loop = cls.__new__(cls)
+        loop._setup(config, messages, run_id, run_id, parent_session_id)
+        return loop
+
+    def _setup(
+        self,
+        config: LoopConfig,
+        messages: Sequence[Message],
+        run_id: str,
+        session_id: str,
+        parent_session_id: str | None,
+    ) -> None:
         transcript: list[Message] = []
         for m in messages:
             if not isinstance(m, SystemMessage | UserMessage | AssistantMessage | ToolMessage):
                 raise ConfigError(f"not a message: {m!r}")
             transcript.append(m)
-        instruction = config.output_instruction
-        if instruction is not None:
+        if config.output_instruction is not None:
             if transcript and isinstance(transcript[0], SystemMessage):
-                first = transcript[0].content
-                joined = f"{first}\n\n{instruction}" if first else instruction
-                transcript[0] = SystemMessage(joined)
+                transcript[0] = config._system_message(transcript[0].content)
             else:
-                transcript.insert(0, SystemMessage(instruction))
+                transcript.insert(0, config._system_message(None))
         self._config = config
+        self._run_id = run_id
+        self._session_id = session_id
+        self._parent_session_id = parent_session_id
         self._transcript = transcript
         self._state = RunState.IDLE
         self._model_calls = 0
         self._request_id = ""
         self._tool_turns = 0
         self._tool_errors = 0
+        self._tool_calls = 0
         self._output_retries = 0
         self._final = False
         self._prompt_tokens = 0
@@ -281,6 +355,8 @@ class AgentLoop:
         self._calls: tuple[ToolCall, ...] = ()
         self._results: list[ToolMessage | None] = []
         self._pending: dict[str, int] = {}
+        self._planning = False
+        self._plans = 0
 
     # ------------------------------------------------------------------ public surface
 
@@ -292,7 +368,14 @@ class AgentLoop:
     @property
     def config(self) -> LoopConfig:
         """The run's configuration."""
-        return self._config
+        config = self._config
+        if (
+            self._run_id == config.run_id
+            and self._session_id == config.session_id
+            and self._parent_session_id == config.parent_session_id
+        ):
+            return config
+        return config._for_run(self._run_id, self._parent_session_id)
 
     @property
     def transcript(self) -> tuple[Message, ...]:
@@ -314,6 +397,8 @@ class AgentLoop:
             self._output_retries,
             len(self._pending),
             self.usage,
+            self._tool_calls,
+            self._plans,
         )
 
     def start(self) -> tuple[Effect, ...]:
@@ -328,7 +413,7 @@ class AgentLoop:
         if self._state is not RunState.IDLE:
             self._illegal(f"start() called in state {self._state.name}", None)
         self._state = RunState.AWAITING_MODEL
-        return (self._call_model(),)
+        return self._request(plan=self._config.planning_interval is not None)
 
     def handle(self, event: Event) -> tuple[Effect, ...]:
         """Feed one event; get the effects to perform.
@@ -389,7 +474,7 @@ class AgentLoop:
             return (self._build_call_model(self._model_calls - 1),)
         if self._state is RunState.AWAITING_TOOLS:
             turn = self._model_calls - 1
-            run_id = self._config.run_id
+            run_id = self._run_id
             return tuple(
                 CallTool(
                     call.id,
@@ -405,7 +490,7 @@ class AgentLoop:
     def snapshot(self) -> LoopSnapshot:
         """The loop's complete state as plain data (see :class:`LoopSnapshot`)."""
         return LoopSnapshot(
-            run_id=self._config.run_id,
+            run_id=self._run_id,
             state=self._state,
             transcript=tuple(self._transcript),
             model_calls=self._model_calls,
@@ -415,6 +500,9 @@ class AgentLoop:
             final=self._final,
             usage=self.usage,
             results=tuple(self._results) if self._state is RunState.AWAITING_TOOLS else (),
+            tool_calls=self._tool_calls,
+            planning=self._planning,
+            plans=self._plans,
         )
 
     @classmethod
@@ -441,6 +529,9 @@ class AgentLoop:
             )
         loop = cls.__new__(cls)
         loop._config = config
+        loop._run_id = config.run_id
+        loop._session_id = config.session_id
+        loop._parent_session_id = config.parent_session_id
         loop._transcript = list(snapshot.transcript)
         loop._state = snapshot.state
         loop._model_calls = snapshot.model_calls
@@ -449,6 +540,7 @@ class AgentLoop:
         )
         loop._tool_turns = snapshot.tool_turns
         loop._tool_errors = snapshot.tool_errors
+        loop._tool_calls = snapshot.tool_calls
         loop._output_retries = snapshot.output_retries
         loop._final = snapshot.final
         usage = snapshot.usage
@@ -458,6 +550,10 @@ class AgentLoop:
         loop._calls = ()
         loop._results = []
         loop._pending = {}
+        loop._planning = snapshot.planning
+        loop._plans = snapshot.plans
+        if snapshot.planning and snapshot.state in (RunState.IDLE, RunState.AWAITING_TOOLS):
+            raise ConfigError("inconsistent snapshot: a plan outside of a model request")
         if snapshot.state is RunState.AWAITING_TOOLS:
             last = snapshot.transcript[-1] if snapshot.transcript else None
             if not isinstance(last, AssistantMessage) or len(last.tool_calls) != len(
@@ -491,26 +587,52 @@ class AgentLoop:
 
     def _build_call_model(self, turn: int) -> CallModel:
         config = self._config
-        final = self._final
+        final = self._final or self._planning
         # The final request keeps the tool list (with ``tool_choice="none"``): chat templates
         # render tools near the start of the prompt, so dropping them would change the shared
         # prefix and miss the prefix cache, and some APIs reject a history with tool calls
-        # but no tool definitions. Structured output is requested whenever tools are off.
-        offers_tools = bool(config.tools) and not final
+        # but no tool definitions. The output spec travels on every request; the codec
+        # decides whether a request with tools carries it on the wire.
         return CallModel(
-            request_id(config.run_id, turn),
+            request_id(self._run_id, turn),
             tuple(self._transcript),
             config.tools,
             config._final_params if final else config.params,
             AgentHints(
-                config.session_id,
-                config.parent_session_id,
+                self._session_id,
+                self._parent_session_id,
                 turn,
                 config.base_priority + config.priority_step * turn,
                 config.expected_output_tokens,
-                final,
+                self._final,
             ),
-            None if offers_tools else config.output_spec,
+            None if self._planning else config.output_spec,
+        )
+
+    def _request(self, *, plan: bool = False) -> tuple[Effect, ...]:
+        """The next model request (a planning one if ``plan``), or the abort of a run whose
+        budget has no room for it."""
+        limits = self._config.limits
+        if limits is not None:
+            exceeded = exhausted(
+                limits,
+                UsageTally(
+                    self._model_calls,
+                    self._prompt_tokens,
+                    self._completion_tokens,
+                    self._tool_calls,
+                ),
+                "run",
+            )
+            if exceeded is not None:
+                return self._over_budget(exceeded, tuple(self._transcript))
+        return (self._plan() if plan else self._call_model(),)
+
+    def _over_budget(
+        self, exceeded: BudgetExceeded, transcript: tuple[Message, ...]
+    ) -> tuple[Effect, ...]:
+        return self._abort(
+            AbortKind.BUDGET_EXHAUSTED, exceeded.describe(), transcript, budget=exceeded
         )
 
     def _call_model(self) -> CallModel:
@@ -534,6 +656,8 @@ class AgentLoop:
         if usage.cached_tokens is not None:  # unknown stays distinct from zero (Usage.__add__)
             self._cached_tokens = (self._cached_tokens or 0) + usage.cached_tokens
         message = event.message
+        if self._planning:
+            return self._on_plan(message)
         if message.tool_calls:
             if self._final:
                 self._transcript.append(message)
@@ -595,7 +719,7 @@ class AgentLoop:
                 pending[call.id] = index
                 effects.append(
                     CallTool(
-                        call.id, call.name, arguments, idempotency_key(config.run_id, turn, index)
+                        call.id, call.name, arguments, idempotency_key(self._run_id, turn, index)
                     )
                 )
         if errors:
@@ -608,9 +732,16 @@ class AgentLoop:
                     f"{config.max_tool_errors}",
                     tuple(partial),
                 )
+        limits: UsageLimits | None = config.limits
+        if limits is not None and (
+            exceeded := tool_calls_exceed(limits, self._tool_calls, len(effects), "run")
+        ):
+            partial = [*self._transcript, *(r for r in results if r is not None)]
+            return self._over_budget(exceeded, tuple(partial))
+        self._tool_calls += len(effects)
         if not pending:
             self._transcript.extend(results)  # type: ignore[arg-type]  # all set
-            return (self._next_after_tools(),)
+            return self._next_after_tools()
         self._calls = calls
         self._results = results
         self._pending = pending
@@ -633,13 +764,30 @@ class AgentLoop:
         self._transcript.extend(self._results)  # type: ignore[arg-type]  # all set
         self._calls = ()
         self._results = []
-        return (self._next_after_tools(),)
+        return self._next_after_tools()
 
-    def _next_after_tools(self) -> CallModel:
-        if self._tool_turns >= self._config.max_turns:
+    def _next_after_tools(self) -> tuple[Effect, ...]:
+        config = self._config
+        if self._tool_turns >= config.max_turns:
             self._final = True
-            self._transcript.append(UserMessage(self._config.final_instruction))
+            self._transcript.append(UserMessage(config.final_instruction))
+            return self._request()
+        planning = config.planning_interval
+        return self._request(plan=planning is not None and self._tool_turns % planning == 0)
+
+    def _plan(self) -> CallModel:
+        self._transcript.append(UserMessage(self._config.planning_instruction))
+        self._planning = True
+        self._plans += 1
         return self._call_model()
+
+    def _on_plan(self, message: AssistantMessage) -> tuple[Effect, ...]:
+        # Tools were not offered (tool_choice="none"): calls in a plan are dropped rather
+        # than run, and an empty plan is kept as such so the turns still alternate.
+        self._planning = False
+        self._transcript.append(AssistantMessage(message.content or "(no plan)"))
+        self._transcript.append(UserMessage(self._config.planning_followup))
+        return self._request()
 
     def _final_answer(self, message: AssistantMessage) -> tuple[Effect, ...]:
         self._transcript.append(message)
@@ -670,7 +818,7 @@ class AgentLoop:
             )
         self._output_retries += 1
         self._transcript.append(UserMessage(repair))
-        return (self._call_model(),)
+        return self._request()
 
     def _on_model_failed(self, event: ModelFailed) -> tuple[Effect, ...]:
         if event.request_id != self._request_id:
@@ -695,12 +843,14 @@ class AgentLoop:
         transcript: tuple[Message, ...],
         *,
         error: ModelError | None = None,
+        budget: BudgetExceeded | None = None,
     ) -> tuple[Effect, ...]:
         self._state = RunState.ABORTED
+        self._planning = False
         self._pending = {}
         self._calls = ()
         self._results = []
-        return (Abort(AbortReason(kind, message, error), transcript, self.usage),)
+        return (Abort(AbortReason(kind, message, error, budget), transcript, self.usage),)
 
     def _finish(self, output: Any) -> tuple[Effect, ...]:
         self._state = RunState.FINISHED

@@ -11,26 +11,32 @@ Two halves that must agree:
 
 Supported types: ``str``, ``int``, ``float``, ``bool``, ``None``, ``Any``, ``list[T]``,
 ``tuple[T, ...]``, fixed tuples, ``dict[str, T]``, unions (``X | Y``, ``Optional``),
-``Literal`` of JSON scalars, ``Enum`` (by value) and attrs classes whose fields use these
-types. Anything else raises :class:`~agentcore.ConfigError` naming the type.
+``Literal`` of JSON scalars, ``Enum`` (by value), and attrs classes, dataclasses and
+``TypedDict`` classes whose fields use these types (all three through cattrs, with the same
+strict rules). Pydantic models are supported when pydantic is installed, with pydantic's own
+``model_json_schema`` and ``model_validate``; they are recognised by those two methods, so
+this module never imports pydantic. Anything else raises :class:`~agentcore.ConfigError`
+naming the type.
 
 :func:`parse_json_text` extracts JSON from a model's text answer (bare, or in a fenced block).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import json
 import re
 import types
 import typing
 from collections.abc import Callable
-from typing import Any, Literal, TypeVar, Union
+from typing import Any, Literal, TypeVar, Union, is_typeddict
 
 import attrs
 import cattrs
 from cattrs.cols import homogenous_tuple_structure_factory, list_structure_factory
 from cattrs.errors import (
+    AttributeValidationNote,
     ClassValidationError,
     ForbiddenExtraKeysError,
     IterableValidationError,
@@ -41,7 +47,15 @@ from cattrs.v import transform_error
 
 from .errors import ConfigError
 
-__all__ = ["ValidationFailed", "json_schema", "loads_json", "parse_json_text", "structure"]
+__all__ = [
+    "ValidationFailed",
+    "is_pydantic_model",
+    "json_kind",
+    "json_schema",
+    "loads_json",
+    "parse_json_text",
+    "structure",
+]
 
 T = TypeVar("T")
 
@@ -86,6 +100,31 @@ def _is_attrs(tp: Any) -> bool:
     return isinstance(tp, type) and attrs.has(tp)
 
 
+def _is_dataclass(tp: Any) -> bool:
+    return isinstance(tp, type) and dataclasses.is_dataclass(tp) and not attrs.has(tp)
+
+
+def _is_typeddict(tp: Any) -> bool:
+    return isinstance(tp, type) and is_typeddict(tp)
+
+
+def is_pydantic_model(tp: Any) -> bool:
+    """A pydantic (v2) model class, recognised without importing pydantic."""
+    return (
+        isinstance(tp, type)
+        and callable(getattr(tp, "model_json_schema", None))
+        and callable(getattr(tp, "model_validate", None))
+        and hasattr(tp, "model_fields")
+    )
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(cls)
+    except Exception as exc:  # NameError, TypeError: an annotation that does not resolve
+        raise ConfigError(f"cannot resolve the annotations of {cls.__qualname__}: {exc}") from None
+
+
 def _resolved_fields(cls: type) -> tuple[attrs.Attribute[Any], ...]:
     try:
         attrs.resolve_types(cls)
@@ -94,7 +133,7 @@ def _resolved_fields(cls: type) -> tuple[attrs.Attribute[Any], ...]:
     return tuple(a for a in attrs.fields(cls) if a.init)
 
 
-def _json_kind(value: Any) -> str:
+def json_kind(value: Any) -> str:
     """The JSON type name of a parsed JSON value."""
     if value is None:
         return "null"
@@ -177,6 +216,12 @@ def _schema(tp: Any, stack: tuple[type, ...]) -> dict[str, Any]:
         return _enum_schema([m.value for m in tp], f"enum {tp.__qualname__}")
     if _is_attrs(tp):
         return _attrs_schema(tp, stack)
+    if _is_dataclass(tp):
+        return _dataclass_schema(tp, stack)
+    if _is_typeddict(tp):
+        return _typeddict_schema(tp, stack)
+    if is_pydantic_model(tp):
+        return _pydantic_schema(tp)
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin is Literal:
@@ -237,6 +282,97 @@ def _attrs_schema(cls: type, stack: tuple[type, ...]) -> dict[str, Any]:
     }
 
 
+def _object_schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+def _enter(cls: type, stack: tuple[type, ...]) -> tuple[type, ...]:
+    if cls in stack:
+        raise ConfigError(f"recursive type {cls.__qualname__} is not supported in a JSON schema")
+    return (*stack, cls)
+
+
+def _dataclass_schema(cls: type, stack: tuple[type, ...]) -> dict[str, Any]:
+    stack = _enter(cls, stack)
+    hints = _hints(cls)
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for field in dataclasses.fields(cls):
+        if not field.init:
+            continue
+        prop = _schema(hints[field.name], stack)
+        description = field.metadata.get("description")
+        if description is not None:
+            prop = {"description": str(description), **prop}
+        if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+            required.append(field.name)
+        elif field.default is not dataclasses.MISSING:
+            default: Any = field.default
+            if isinstance(default, enum.Enum):
+                default = default.value
+            if type(default) in _SCALAR_JSON_TYPES:
+                prop["default"] = default
+        properties[field.name] = prop
+    return _object_schema(properties, required)
+
+
+def _typeddict_schema(cls: type, stack: tuple[type, ...]) -> dict[str, Any]:
+    stack = _enter(cls, stack)
+    hints = _hints(cls)
+    properties = {name: _schema(tp, stack) for name, tp in hints.items()}
+    required = _typeddict_required(cls)
+    return _object_schema(properties, [n for n in hints if n in required])
+
+
+def _typeddict_required(cls: type) -> frozenset[str]:
+    """The required keys of a TypedDict class.
+
+    ``__required_keys__`` misses ``NotRequired`` written as a string annotation (``from
+    __future__ import annotations``) before Python 3.14; the resolved annotations do not.
+    """
+    marked = typing.get_type_hints(cls, include_extras=True)
+    declared: frozenset[str] = getattr(cls, "__required_keys__", frozenset(marked))
+    required = set()
+    for name, tp in marked.items():
+        origin = typing.get_origin(tp)
+        if origin is typing.Required or (origin is not typing.NotRequired and name in declared):
+            required.add(name)
+    return frozenset(required)
+
+
+def _pydantic_schema(cls: type) -> dict[str, Any]:
+    """Pydantic's own schema, with its ``$defs`` inlined so it can be nested anywhere."""
+    try:
+        schema: dict[str, Any] = cls.model_json_schema()  # type: ignore[attr-defined]
+    except Exception as exc:  # pydantic's own error for a model it cannot describe
+        raise ConfigError(f"cannot derive the JSON schema of {cls.__qualname__}: {exc}") from None
+    definitions: dict[str, Any] = schema.pop("$defs", {})
+
+    def inline(node: Any, seen: tuple[str, ...]) -> Any:
+        if isinstance(node, list):
+            return [inline(item, seen) for item in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            name = ref.removeprefix("#/$defs/")
+            if name in seen or name not in definitions:
+                raise ConfigError(
+                    f"recursive type {name} (in {cls.__qualname__}) is not supported "
+                    "in a JSON schema"
+                )
+            rest = {k: inline(v, seen) for k, v in node.items() if k != "$ref"}
+            return {**inline(definitions[name], (*seen, name)), **rest}
+        return {k: inline(v, seen) for k, v in node.items()}
+
+    return inline(schema, ())  # type: ignore[no-any-return]
+
+
 # ----------------------------------------------------------------------------- strict converter
 
 
@@ -251,9 +387,7 @@ def _mismatch(expected: str, value: Any) -> _Mismatch:
         shown = repr(value)
     if len(shown) > 40:
         shown = shown[:37] + "..."
-    return _Mismatch(
-        f"invalid value for type, expected {expected}, got {_json_kind(value)} {shown}"
-    )
+    return _Mismatch(f"invalid value for type, expected {expected}, got {json_kind(value)} {shown}")
 
 
 def _exact_hook(kind: type, expected: str) -> _Hook:
@@ -300,12 +434,12 @@ def _accepted_kinds(tp: Any) -> frozenset[str] | None:
     if tp is None:
         return frozenset({"null"})
     if _is_enum(tp):
-        return frozenset(_json_kind(m.value) for m in tp)
-    if _is_attrs(tp):
+        return frozenset(json_kind(m.value) for m in tp)
+    if _is_attrs(tp) or _is_dataclass(tp) or _is_typeddict(tp) or is_pydantic_model(tp):
         return frozenset({"object"})
     origin = typing.get_origin(tp) or tp
     if origin is Literal:
-        return frozenset(_json_kind(a) for a in typing.get_args(tp))
+        return frozenset(json_kind(a) for a in typing.get_args(tp))
     if _is_union(tp):
         kinds: set[str] = set()
         for arg in typing.get_args(tp):
@@ -327,7 +461,7 @@ def _union_factory(tp: Any, conv: cattrs.Converter) -> _Hook:
     name = " | ".join(_type_name(m) for m in members)
 
     def structure_union(value: Any, _: Any) -> Any:
-        kind = _json_kind(value)
+        kind = json_kind(value)
         candidates = [m for m, ks in kinds if ks is None or kind in ks]
         if not candidates:
             raise _mismatch(name, value)
@@ -454,6 +588,66 @@ def _attrs_factory(tp: Any, conv: cattrs.Converter) -> _Hook:
     return _only(dict, f"object ({tp.__name__})", make_dict_structure_fn(tp, conv))
 
 
+def _dataclass_factory(tp: Any, conv: cattrs.Converter) -> _Hook:
+    _hints(tp)
+    return _only(dict, f"object ({tp.__name__})", make_dict_structure_fn(tp, conv))
+
+
+def _typeddict_factory(tp: Any, conv: cattrs.Converter) -> _Hook:
+    # Written here rather than cattrs' own, which trusts ``__required_keys__`` (see
+    # :func:`_typeddict_required`); errors are reported the way cattrs reports them.
+    hints = _hints(tp)
+    required = _typeddict_required(tp)
+    expected = f"object ({tp.__name__})"
+
+    def structure_typeddict(value: Any, t: Any) -> Any:
+        if type(value) is not dict:
+            raise _mismatch(expected, value)
+        out: dict[str, Any] = {}
+        errors: list[Exception] = []
+        for name, field_tp in hints.items():
+            if name not in value:
+                if name in required:
+                    missing = KeyError(name)
+                    missing.__notes__ = [
+                        AttributeValidationNote(f"Required {name}", name, field_tp)
+                    ]
+                    errors.append(missing)
+                continue
+            try:
+                out[name] = conv.structure(value[name], field_tp)
+            except Exception as exc:  # collected like cattrs does
+                note = AttributeValidationNote(f"Structuring {name}", name, field_tp)
+                exc.__notes__ = [*getattr(exc, "__notes__", []), note]
+                errors.append(exc)
+        extra = set(value) - set(hints)
+        if extra:
+            errors.append(ForbiddenExtraKeysError("", t, extra))
+        if errors:
+            raise ClassValidationError(f"While structuring {tp.__name__}", errors, t)
+        return out
+
+    return structure_typeddict
+
+
+def _pydantic_factory(tp: Any, conv: cattrs.Converter) -> _Hook:
+    def structure_model(value: Any, _: Any) -> Any:
+        try:
+            return tp.model_validate(value)
+        except ValueError as exc:  # pydantic's ValidationError is a ValueError
+            errors = getattr(exc, "errors", None)
+            if not callable(errors):
+                raise _Mismatch(f"invalid value for type, expected {tp.__name__} ({exc})") from None
+            problems = [
+                ".".join(map(str, item.get("loc", ()))) + ": " + item.get("msg", "invalid value")
+                for item in errors()
+            ]
+            shown = "; ".join(p.removeprefix(": ") for p in problems) or str(exc)
+            raise _Mismatch(f"invalid value for type, expected {tp.__name__} ({shown})") from None
+
+    return structure_model
+
+
 def _make_converter() -> cattrs.Converter:
     conv = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
     conv.register_structure_hook(str, _exact_hook(str, "str"))
@@ -465,6 +659,9 @@ def _make_converter() -> cattrs.Converter:
     conv.register_structure_hook_factory(_is_tuple, _tuple_factory)
     conv.register_structure_hook_factory(_is_dict, _dict_factory)
     conv.register_structure_hook_factory(_is_attrs, _attrs_factory)
+    conv.register_structure_hook_factory(_is_dataclass, _dataclass_factory)
+    conv.register_structure_hook_factory(_is_typeddict, _typeddict_factory)
+    conv.register_structure_hook_factory(is_pydantic_model, _pydantic_factory)
     conv.register_structure_hook_factory(_is_enum, lambda t, _: _enum_hook(t))
     conv.register_structure_hook_factory(_is_literal, _literal_factory)
     conv.register_structure_hook_factory(_is_union, _union_factory)

@@ -120,7 +120,18 @@ class SlotQueue(Generic[W]):
             return False
         entry.live = False
         self._waiting -= 1
+        if len(self._fifo) + len(self._heap) > 2 * self._waiting + 64:
+            self._compact()
         return True
+
+    def _compact(self) -> None:
+        # Withdrawn entries are dropped lazily when they reach the front; a line whose front
+        # never moves (a low priority under steady high-priority traffic, a stalled server)
+        # would keep them forever. Rebuilding once they outnumber the live ones keeps the
+        # line's memory within twice its waiters, at amortised O(1) per withdrawal.
+        self._fifo = deque(e for e in self._fifo if e.live)
+        self._heap = [item for item in self._heap if item[2].live]
+        heapq.heapify(self._heap)
 
     def release(self) -> list[W]:
         """Give one slot back. Returns the waiters now granted a slot (to be woken)."""

@@ -24,8 +24,8 @@ import httpx
 import trio
 
 from .._codecs.http import Headers, HttpRequest, HttpResponse, Timeouts
-from .._core.errors import TransportError
-from .protocol import ResponseStream
+from .._core.errors import TransportError, TransportErrorKind
+from .protocol import ResponseStream, refusal
 
 __all__ = ["HttpxTransport", "HttpxTransportStatistics"]
 
@@ -51,27 +51,29 @@ def _ssl_context(verify: bool) -> ssl.SSLContext:
     return httpx.create_ssl_context(verify=verify)
 
 
-def _kind_of(exc: BaseException, response_started: bool) -> str:
+def _kind_of(exc: BaseException, response_started: bool) -> TransportErrorKind:
+    # A request httpx will not write (h11 refuses a header value, the URL is unusable) can
+    # never succeed: say so, so that it is not retried.
+    if isinstance(exc, httpx.LocalProtocolError | httpx.InvalidURL | httpx.UnsupportedProtocol):
+        return TransportErrorKind.REFUSED
     if isinstance(exc, httpx.TimeoutException | trio.TooSlowError):
-        return "timeout"
-    if isinstance(exc, httpx.ConnectError | httpx.ProxyError | httpx.UnsupportedProtocol):
-        return "connect"
+        return TransportErrorKind.TIMEOUT
+    if isinstance(exc, httpx.ConnectError | httpx.ProxyError):
+        return TransportErrorKind.CONNECT
     if isinstance(exc, httpx.WriteError):
-        return "write"
+        return TransportErrorKind.WRITE
     if isinstance(exc, httpx.RemoteProtocolError):
         # httpcore reports a peer that hung up (before the head or inside the body) as a
         # protocol error; its message is the only place that says so.
         text = str(exc).lower()
         if "disconnected" in text or "closed" in text:
-            return "closed"
-        return "protocol"
+            return TransportErrorKind.CLOSED
+        return TransportErrorKind.PROTOCOL
     if isinstance(exc, httpx.ProtocolError | httpx.DecodingError | httpx.TooManyRedirects):
-        return "protocol"
+        return TransportErrorKind.PROTOCOL
     if isinstance(exc, httpx.StreamError):
-        return "closed"
-    if isinstance(exc, httpx.InvalidURL):
-        return "connect"
-    return "read" if response_started else "connect"
+        return TransportErrorKind.CLOSED
+    return TransportErrorKind.READ if response_started else TransportErrorKind.CONNECT
 
 
 @contextmanager
@@ -84,17 +86,21 @@ def _mapped_errors(stage: _Stage) -> Iterator[None]:
         yield
     except TransportError:
         raise
+    except UnicodeEncodeError as exc:  # a header value httpx cannot encode
+        raise TransportError(TransportErrorKind.REFUSED, str(exc)) from exc
     except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError, OSError) as exc:
         started = stage.response_started
         kind = _kind_of(exc, started)
         # A malformed response is made of response bytes, even when its head is incomplete.
-        started = started or (kind == "protocol" and isinstance(exc, httpx.RemoteProtocolError))
+        started = started or (
+            kind is TransportErrorKind.PROTOCOL and isinstance(exc, httpx.RemoteProtocolError)
+        )
         raise TransportError(
             kind, str(exc) or type(exc).__name__, response_started=started
         ) from exc
     except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
         started = stage.response_started
-        kind = "closed" if started else "connect"
+        kind = TransportErrorKind.CLOSED if started else TransportErrorKind.CONNECT
         raise TransportError(
             kind, str(exc) or type(exc).__name__, response_started=started
         ) from exc
@@ -304,6 +310,9 @@ class HttpxTransport:
         """Send ``request`` and return the response with its head read and body unread."""
         if self._closed:
             raise TransportError("closed", "the transport is closed")
+        refused = refusal(request)
+        if refused is not None:
+            raise TransportError(TransportErrorKind.REFUSED, refused)
         self._requests += 1
         with trio.CancelScope(deadline=deadline) as scope, _mapped_errors(stage):
             built = self._client.build_request(

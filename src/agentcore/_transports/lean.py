@@ -30,6 +30,14 @@ no control characters in values) and joined behind the request line, ``Host`` an
 must have seen a request, so it is shown a stand-in request with the same method (the only
 property of the request that changes how a response is framed).
 
+Chunked bodies are the exception to "h11 parses": h11 makes an event of every HTTP chunk, and
+streaming servers send a chunk per few characters. When the first read holds the whole
+response head, h11 is fed the head alone (up to the blank line, found as h11 finds it) and the
+bytes behind it are *held*; if the head announces a chunked body, :class:`~.chunked.ChunkedBody`
+decodes the chunks from the held bytes and later reads, and hands h11 the last-chunk line and
+what follows, so h11 still parses the trailer, ends the message and decides about keep-alive.
+Any other body (or a head that took several reads) is fed to h11 as before.
+
 Time limits come from :class:`~agentcore._codecs.http.Timeouts`. One trio cancel scope covers an
 exchange; before every I/O call its deadline moves to the earlier of the ``total`` deadline and
 now + the limit of that step (``connect`` for opening the connection and the TLS handshake,
@@ -57,7 +65,11 @@ import h11
 import trio
 
 from .._codecs.http import Headers, HttpRequest, HttpResponse, Timeouts
-from .._core.errors import ConfigError, TransportError
+from .._core.errors import ConfigError, TransportError, TransportErrorKind
+from .chunked import ChunkedBody
+from .protocol import BAD_HEADER_VALUE, HEADER_NAME
+
+_REFUSED = TransportErrorKind.REFUSED
 
 __all__ = ["LeanTransport", "LeanTransportStatistics", "Origin"]
 
@@ -73,8 +85,6 @@ _JOIN_LIMIT = 65536
 _OWN_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
 
 # RFC 9110 token (header names, methods) and the characters a header value must not hold.
-_TOKEN = re.compile(r"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
-_BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 _BAD_TARGET = re.compile(r"[^\x21-\x7e]")
 
 # Header names already checked; bounded so odd callers cannot grow it without limit.
@@ -90,6 +100,30 @@ _NEED_DATA = h11.NEED_DATA
 _DONE = h11.DONE
 _END = h11.EndOfMessage()
 _IO_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+
+# Where h11 ends a response head (``ReceiveBuffer.maybe_extract_lines``): a leading empty line,
+# else the first LF, optional CR, LF.
+_BLANK_LINE = re.compile(rb"\n\r?\n")
+# Responses to these methods have no body whatever their headers say.
+_NO_BODY_METHODS = frozenset({b"HEAD", b"CONNECT"})
+
+
+def _head_end(data: bytes) -> int:
+    """The length of the response head at the start of ``data`` (as h11 delimits it), or -1
+    when the head is not complete."""
+    if data[:1] == b"\n":
+        return 1
+    if data[:2] == b"\r\n":
+        return 2
+    match = _BLANK_LINE.search(data)
+    return -1 if match is None else match.end()
+
+
+def _is_chunked(head: h11.Response, method: bytes) -> bool:
+    """Whether h11 frames the body of ``head`` (the reply to ``method``) as chunked."""
+    if head.status_code in (204, 304) or method in _NO_BODY_METHODS:
+        return False
+    return any(name == b"transfer-encoding" for name, _ in head.headers)
 
 
 @attrs.frozen
@@ -346,23 +380,24 @@ class LeanTransport:
                 same = False
             if not same:
                 raise TransportError(
-                    "connect", f"{url!r} is not on this transport's origin {self._origin}"
+                    _REFUSED, f"{url!r} is not on this transport's origin {self._origin}"
                 )
             parts = urlsplit(url)
             target = parts.path or "/"
             if parts.query:
                 target = f"{target}?{parts.query}"
         if _BAD_TARGET.search(target) is not None:
-            raise TransportError("protocol", f"the URL {url!r} is not percent-encoded")
+            raise TransportError(_REFUSED, f"the URL {url!r} is not percent-encoded")
         return target
 
     def _standin(self, method: str) -> h11.Request:
         standin = self._standins.get(method)
         if standin is None:
-            if _TOKEN.fullmatch(method) is None:
-                raise TransportError("protocol", f"invalid HTTP method {method!r}")
+            if HEADER_NAME.fullmatch(method) is None:
+                raise TransportError(_REFUSED, f"invalid HTTP method {method!r}")
             standin = h11.Request(method=method, target="/", headers=[("host", "standin")])
-            self._standins[method] = standin
+            if len(self._standins) < _MAX_KNOWN_NAMES:
+                self._standins[method] = standin
         return standin
 
     def _encode(self, request: HttpRequest) -> _Encoded:
@@ -375,12 +410,12 @@ class LeanTransport:
             if name in _OWN_HEADERS:
                 continue
             if name not in known:
-                if _TOKEN.fullmatch(name) is None:
-                    raise TransportError("protocol", f"invalid header name {name!r}")
+                if HEADER_NAME.fullmatch(name) is None:
+                    raise TransportError(_REFUSED, f"invalid header name {name!r}")
                 if len(known) < _MAX_KNOWN_NAMES:
                     known.add(name)
-            if _BAD_VALUE.search(value) is not None:
-                raise TransportError("protocol", f"invalid character in header {name!r}")
+            if BAD_HEADER_VALUE.search(value) is not None:
+                raise TransportError(_REFUSED, f"invalid character in header {name!r}")
             lines += (name, ": ", value, "\r\n")
         if body or (method != "GET" and method != "HEAD"):  # noqa: PLR1714
             lines += ("content-length: ", str(len(body)), "\r\n")
@@ -388,7 +423,7 @@ class LeanTransport:
         try:
             head = "".join(lines).encode("latin-1")
         except UnicodeEncodeError as exc:
-            raise TransportError("protocol", f"header values must be latin-1: {exc}") from exc
+            raise TransportError(_REFUSED, f"header values must be latin-1: {exc}") from exc
         if not body:
             return _Encoded(head, None, standin)
         if len(body) < _JOIN_LIMIT:
@@ -503,7 +538,18 @@ class _Exchange:
     the scope caught its own deadline it raises :meth:`timed_out`.
     """
 
-    __slots__ = ("conn", "deadline", "limit", "phase", "scope", "started", "timeouts", "transport")
+    __slots__ = (
+        "chunked",
+        "conn",
+        "deadline",
+        "held",
+        "limit",
+        "phase",
+        "scope",
+        "started",
+        "timeouts",
+        "transport",
+    )
 
     def __init__(self, transport: LeanTransport, timeouts: Timeouts) -> None:
         self.transport = transport
@@ -515,6 +561,10 @@ class _Exchange:
         self.started = False
         self.phase = "sending the request"
         self.limit = "total"
+        self.held = b""
+        """Response bytes received but not given to h11 (nor to :attr:`chunked`) yet."""
+        self.chunked: ChunkedBody | None = None
+        """The decoder of a chunked body until its last chunk; ``None`` when h11 reads."""
 
     def arm(self, seconds: float | None, limit: str) -> None:
         """Bound the next I/O call by ``seconds`` (and the total deadline)."""
@@ -564,6 +614,10 @@ class _Exchange:
 
     async def fill(self, conn: _Connection, wait_first: bool = False) -> None:
         """Feed the next bytes from the socket (or its end) to h11."""
+        conn.h11.receive_data(await self.receive(conn, wait_first))
+
+    async def receive(self, conn: _Connection, wait_first: bool = False) -> bytes:
+        """The next bytes from the socket (``b""`` at its end)."""
         self.arm(self.timeouts.read, "read")
         try:
             data = await conn.receive_some(wait_first)
@@ -577,7 +631,7 @@ class _Exchange:
             self.started = True
         else:
             conn.eof = True
-        conn.h11.receive_data(data)
+        return data
 
     async def _send_and_read_head(self, conn: _Connection, encoded: _Encoded) -> h11.Response:
         state = conn.h11
@@ -588,7 +642,13 @@ class _Exchange:
         if encoded.body is not None:
             await self._write(conn, encoded.body)
         self.phase = "waiting for the response"
-        await self.fill(conn, wait_first=True)
+        data = await self.receive(conn, wait_first=True)
+        cut = _head_end(data) if data and not state.trailing_data[0] else -1
+        if cut < 0:
+            state.receive_data(data)
+        else:  # h11 gets the head; the body waits (see the module docstring)
+            state.receive_data(data[:cut])
+            self.held = data[cut:]
         while True:
             try:
                 got = state.next_event()
@@ -598,7 +658,15 @@ class _Exchange:
                 await self.fill(conn)
             elif type(got) is h11.Response:
                 self.phase = "reading the body"
+                if _is_chunked(got, encoded.standin.method) and not state.trailing_data[0]:
+                    self.chunked = ChunkedBody()  # h11 has seen no body byte
+                elif self.held:
+                    state.receive_data(self.held)
+                    self.held = b""
                 return got
+            elif type(got) is h11.InformationalResponse and self.held:
+                state.receive_data(self.held)  # more heads follow: h11 reads everything
+                self.held = b""
             elif type(got) is not h11.InformationalResponse:
                 raise TransportError(
                     "protocol", f"unexpected {got!r} before the response", response_started=True
@@ -642,6 +710,29 @@ class _Exchange:
         assert conn is not None
         state = conn.h11
         pieces: list[bytes] = []
+        body = self.chunked
+        if body is not None:
+            while True:
+                data = self.held
+                if data:
+                    self.held = b""
+                else:
+                    if pieces and not to_end:
+                        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+                    data = await self.receive(conn)
+                    if not data:
+                        raise TransportError(
+                            "closed",
+                            "the server closed the connection inside the response",
+                            response_started=True,
+                        )
+                piece = body.feed(data)
+                if piece:
+                    pieces.append(piece)
+                if body.ended:  # h11 reads the last chunk, the trailer and the end
+                    self.chunked = None
+                    state.receive_data(body.rest)
+                    break
         while True:
             try:
                 got = state.next_event()
@@ -675,6 +766,18 @@ class _Exchange:
         self.conn = None
         state = conn.h11
         try:
+            body = self.chunked
+            if body is not None:
+                self.chunked = None
+                data, self.held = self.held, b""
+                while not body.ended:
+                    if not data:
+                        data = conn.receive_now()
+                        if not data:
+                            raise TransportError("read", "the rest of the body has not arrived")
+                    body.feed(data)
+                    data = b""
+                state.receive_data(body.rest)
             while True:
                 got = state.next_event()
                 if got is _NEED_DATA:
@@ -687,7 +790,7 @@ class _Exchange:
                     return
                 elif type(got) is not h11.Data:
                     break
-        except (h11.ProtocolError, *_IO_ERRORS):
+        except (h11.ProtocolError, TransportError, *_IO_ERRORS):
             pass
         self.transport._discard(conn)
 

@@ -2,12 +2,39 @@
 
 from __future__ import annotations
 
+import re
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 from .._codecs.http import Headers, HttpRequest, HttpResponse, Timeouts
 
-__all__ = ["ResponseStream", "Transport"]
+__all__ = ["BAD_HEADER_VALUE", "HEADER_NAME", "ResponseStream", "Transport", "refusal"]
+
+HEADER_NAME = re.compile(r"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
+"""An HTTP token: what header names and methods are made of (RFC 9110)."""
+BAD_HEADER_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+"""Characters no header value may carry (controls but the tab): a request holding one is
+refused before any byte is written, whatever the transport."""
+
+
+def refusal(request: HttpRequest) -> str | None:
+    """Why ``request`` cannot be written as it is, or ``None`` if it can.
+
+    Transports refuse such a request with ``TransportError(TransportErrorKind.REFUSED)``
+    rather than letting an HTTP library write a malformed message, or send it truncated.
+    """
+    if HEADER_NAME.fullmatch(request.method) is None:
+        return f"invalid HTTP method {request.method!r}"
+    for name, value in request.headers:
+        if HEADER_NAME.fullmatch(name) is None:
+            return f"invalid header name {name!r}"
+        if BAD_HEADER_VALUE.search(value) is not None:
+            return f"invalid character in header {name!r}"
+        try:
+            value.encode("latin-1")
+        except UnicodeEncodeError:
+            return f"header {name!r} is not latin-1"
+    return None
 
 
 class ResponseStream(Protocol):

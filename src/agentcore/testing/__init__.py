@@ -24,8 +24,9 @@ import trio.testing
 
 from ._scripted import Reply as Reply
 from ._scripted import ScriptedModel as ScriptedModel
+from ._scripted import StreamCut as StreamCut
 
-__all__ = ["Reply", "ScriptedModel", "VirtualRun", "run_in_virtual_time"]
+__all__ = ["Reply", "ScriptedModel", "StreamCut", "VirtualRun", "run_in_virtual_time"]
 
 _T = TypeVar("_T")
 

@@ -14,7 +14,13 @@ A reply may be given as:
 - :class:`~agentcore.core.ModelResponded` or :class:`~agentcore.core.ModelFailed`: used as is (the
   request id is set to the call's);
 - :class:`~agentcore.ModelError`: the request fails with this error (set ``retryable`` and
-  ``retry_after`` to exercise retries).
+  ``retry_after`` to exercise retries);
+- :class:`StreamCut`: a streamed reply that breaks after some text (a plain exchange fails
+  at once with the same error).
+
+Streamed exchanges (``Driver.generate_stream``, runs watched with deltas) cut each reply into
+deltas of ``chunk`` characters: the first arrives after ``ttft`` (or at once), the others are
+spread evenly over the rest of the latency.
 
 The model also records what it saw: every call in arrival order, and how many exchanges were
 in flight at once (``peak_in_flight``), which tests use to check the slot limit.
@@ -27,13 +33,28 @@ from collections.abc import Callable, Iterable, Iterator
 import attrs
 import trio
 
+from .._codecs.classify import truncated_stream
 from .._core.events import CallModel, ErrorKind, ModelError, ModelFailed, ModelResponded
 from .._core.messages import AssistantMessage, Message, Usage
-from .._model_client import Exchange
+from .._deltas import reply_deltas
+from .._model_client import DeltaSink, Exchange
 
-__all__ = ["Reply", "ScriptedModel"]
+__all__ = ["Reply", "ScriptedModel", "StreamCut"]
 
-Reply = str | AssistantMessage | ModelResponded | ModelFailed | ModelError
+
+@attrs.frozen
+class StreamCut:
+    """A reply whose stream breaks: ``partial`` text arrives, then the connection is lost.
+
+    The failure is the one a real truncated stream gives (``ErrorKind.CONNECTION``,
+    retryable), so the driver retries it unless a delta already reached the caller.
+    """
+
+    partial: str
+    error: ModelError = attrs.field(factory=lambda: truncated_stream("stream cut (scripted)"))
+
+
+Reply = str | AssistantMessage | ModelResponded | ModelFailed | ModelError | StreamCut
 """What a policy or a script may answer (see the module documentation)."""
 
 Policy = Callable[[CallModel], Reply]
@@ -67,6 +88,7 @@ class ScriptedModel:
         latency: seconds each exchange takes (a number, or a function of the call).
         ttft: seconds to the first token of a reply with content; reported as the exchange's
             time to first token (capped at the latency). ``None``: not reported.
+        chunk: characters per delta of a streamed reply.
 
     Attributes:
         calls: every ``CallModel`` received, in arrival order.
@@ -80,6 +102,7 @@ class ScriptedModel:
         *,
         latency: Latency = 0.0,
         ttft: float | None = None,
+        chunk: int = 4,
     ) -> None:
         self._policy: Policy | None
         self._script: Iterator[Reply] | None
@@ -89,6 +112,7 @@ class ScriptedModel:
             self._policy, self._script = None, iter(list(replies))
         self._latency = latency
         self._ttft = ttft
+        self._chunk = chunk
         self.calls: list[CallModel] = []
         self.in_flight = 0
         self.peak_in_flight = 0
@@ -113,6 +137,8 @@ class ScriptedModel:
             return ModelResponded(call.request_id, reply, _estimated_usage(call, reply), finish)
         if isinstance(reply, ModelError):
             return ModelFailed(call.request_id, reply)
+        if isinstance(reply, StreamCut):
+            return ModelFailed(call.request_id, reply.error)
         return attrs.evolve(reply, request_id=call.request_id)
 
     async def exchange(self, call: CallModel) -> Exchange:
@@ -132,6 +158,38 @@ class ScriptedModel:
                 await trio.lowlevel.checkpoint()  # what ``trio.sleep(0)`` does, a frame fewer
             else:
                 await trio.sleep(latency)
+            return Exchange(event, ttft)
+        finally:
+            self.in_flight -= 1
+
+    async def exchange_streaming(self, call: CallModel, sink: DeltaSink) -> Exchange:
+        """Answer ``call`` delta by delta into ``sink`` (see the module documentation)."""
+        self.calls.append(call)
+        self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            reply = self._reply_for(call)
+            event = self._event_for(call, reply)
+            latency = self._latency(call) if callable(self._latency) else self._latency
+            if isinstance(reply, StreamCut):
+                deltas = reply_deltas(AssistantMessage(reply.partial), self._chunk)
+            elif isinstance(event, ModelResponded):
+                deltas = reply_deltas(event.message, self._chunk)
+            else:
+                deltas = []
+            first = min(self._ttft or 0.0, latency)
+            await trio.sleep(first)
+            ttft: float | None = None
+            if deltas:
+                ttft = first
+                gap = (latency - first) / len(deltas)
+                for k, delta in enumerate(deltas):
+                    if k:
+                        await trio.sleep(gap)
+                    await sink((delta,))
+                await trio.sleep(gap)
+            else:
+                await trio.sleep(latency - first)
             return Exchange(event, ttft)
         finally:
             self.in_flight -= 1

@@ -359,7 +359,7 @@ def test_malformed_known_event_is_a_protocol_failure(bad_event: bytes) -> None:
     _, event = run_stream(body)
     assert isinstance(event, ModelFailed)
     assert event.error.kind is ErrorKind.PROTOCOL
-    assert event.error.retryable is False
+    assert event.error.retryable is True
 
 
 def test_delta_after_block_stop_is_a_protocol_failure() -> None:

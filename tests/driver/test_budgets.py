@@ -1,0 +1,154 @@
+"""Usage budgets through the driver and the batch layer: per run, per batch, finish or cancel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+
+from agentcore import (
+    AbortKind,
+    Budget,
+    ConfigError,
+    Result,
+    Task,
+    UsageLimits,
+    open_driver,
+    run_batch,
+)
+from agentcore.testing import ScriptedModel
+from tests.driver.helpers import make_loop, task_census, tool_then_answer
+from tests.driver.test_batches import nap_tool
+
+
+def budget_of(result: Result) -> Any:
+    assert result.error is not None
+    assert result.error.kind is AbortKind.BUDGET_EXHAUSTED, result.error
+    return result.error.budget
+
+
+async def test_a_spent_batch_budget_starts_no_new_run_and_lets_running_ones_finish(
+    autojump_clock: Any,
+) -> None:
+    nap = nap_tool(1.0)
+    # Every agent makes two requests (a tool turn, then the answer), one agent at a time.
+    model = ScriptedModel(tool_then_answer("nap", lambda call: {"key": "k"}), latency=1.0)
+    async with (
+        open_driver(model, tools=[nap]) as driver,
+        driver.stream(
+            (make_loop(i, [nap]) for i in range(5)),
+            max_active=1,
+            budget=UsageLimits(requests=3),
+        ) as results,
+    ):
+        received = sorted([r async for r in results], key=lambda r: r.index)
+    # Agent 0 uses 2 requests; agent 1 starts (2 < 3) and finishes (4 in all); no more start.
+    assert [r.status for r in received] == ["ok", "ok", "failed", "failed", "failed"]
+    assert len(model.calls) == 4
+    for result in received[2:]:
+        exceeded = budget_of(result)
+        assert (exceeded.budget, exceeded.scope, exceeded.limit, exceeded.used) == (
+            Budget.REQUESTS,
+            "batch",
+            3,
+            4,
+        )
+        assert result.turns == 0
+        assert result.transcript[0].content == f"task {result.index}"  # type: ignore[union-attr]
+    assert driver.statistics().runs_failed == 3
+
+
+async def test_a_spent_batch_budget_in_cancel_mode_ends_the_running_agents_at_once(
+    autojump_clock: Any,
+) -> None:
+    nap = nap_tool(5.0)
+    model = ScriptedModel(
+        tool_then_answer("nap", lambda call: {"key": call.request_id}), latency=1.0
+    )
+    async with open_driver(model, tools=[nap]) as driver:
+        baseline = task_census()
+        async with driver.stream(
+            (make_loop(i, [nap]) for i in range(5)),
+            budget=UsageLimits(tool_calls=3),
+            on_budget="cancel",
+        ) as results:
+            received = [r async for r in results]
+            ended = trio.current_time()
+        assert task_census() == baseline
+        assert driver.limiter.statistics().in_use == 0
+        assert driver.executor.statistics().flights == 0
+    # All five first requests end at t=1; three tool calls start, the fourth is refused and
+    # every agent ends there, without waiting for the naps.
+    assert ended == 1.0
+    assert driver.executor.statistics().requests == 3
+    assert len(received) == 5
+    for result in received:
+        assert result.status == "failed"
+        exceeded = budget_of(result)
+        assert (exceeded.budget, exceeded.scope) == (Budget.TOOL_CALLS, "batch")
+
+
+async def test_a_token_budget_in_cancel_mode_cancels_once_the_tokens_are_spent(
+    autojump_clock: Any,
+) -> None:
+    model = ScriptedModel(
+        tool_then_answer("nap", lambda call: {"key": "k"}), latency=lambda c: 1.0 + len(c.messages)
+    )
+    nap = nap_tool(1.0)
+    async with open_driver(model, tools=[nap]) as driver:
+        results = [
+            r
+            async for r in _stream_all(
+                driver, [make_loop(i, [nap]) for i in range(3)], UsageLimits(input_tokens=1)
+            )
+        ]
+    assert {r.status for r in results} == {"failed"}
+    assert {budget_of(r).budget for r in results} == {Budget.INPUT_TOKENS}
+    assert len(model.calls) == 3  # the first requests were in flight; none came after
+
+
+async def _stream_all(driver: Any, loops: list[Any], budget: UsageLimits) -> Any:
+    async with driver.stream(loops, budget=budget, on_budget="cancel") as results:
+        async for result in results:
+            yield result
+
+
+async def test_a_task_limit_ends_each_agent_on_its_own_budget(autojump_clock: Any) -> None:
+    nap = nap_tool(1.0)
+    model = ScriptedModel(tool_then_answer("nap", lambda call: {"key": "k"}, calls_per_turn=2))
+    task = Task(prompt="go {input}", tools=[nap], limits=UsageLimits(tool_calls=1))
+    results = await run_batch(task, [1, 2], backend=model)
+    for result in results:
+        exceeded = budget_of(result)
+        assert (exceeded.budget, exceeded.scope, exceeded.limit, exceeded.used) == (
+            Budget.TOOL_CALLS,
+            "run",
+            1,
+            2,
+        )
+
+
+async def test_a_batch_budget_through_run_batch(autojump_clock: Any) -> None:
+    model = ScriptedModel(lambda call: "done")
+    task = Task(prompt="go {input}")
+    results = await run_batch(
+        task, range(4), backend=model, max_active=1, budget=UsageLimits(requests=2)
+    )
+    assert [r.status for r in results] == ["ok", "ok", "failed", "failed"]
+    assert budget_of(results[2]).scope == "batch"
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"budget": {"requests": 1}}, "UsageLimits"),
+        ({"budget": UsageLimits(requests=1), "on_budget": "stop"}, "on_budget"),
+    ],
+)
+async def test_bad_budget_options_are_config_errors(options: dict[str, Any], match: str) -> None:
+    model = ScriptedModel(lambda call: "done")
+    async with open_driver(model) as driver:
+        with pytest.raises(ConfigError, match=match):
+            async with driver.stream([make_loop(0)], **options):
+                pass

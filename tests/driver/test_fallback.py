@@ -1,0 +1,130 @@
+"""Model fallback through the driver: in-process models and the simulator over HTTP."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agentcore import (
+    ConfigError,
+    ErrorKind,
+    Fallback,
+    ModelError,
+    RetryPolicy,
+    Task,
+    open_driver,
+    run_batch,
+)
+from agentcore.sim import SimConfig
+from agentcore.testing import ScriptedModel
+from tests.driver.helpers import make_loop
+
+OVERLOADED = ModelError(ErrorKind.OVERLOADED, "busy", status=503, retryable=True)
+BAD = ModelError(ErrorKind.BAD_REQUEST, "no", status=400)
+TWO_TRIES = RetryPolicy(max_attempts=2, base_delay=0.1)
+
+
+async def test_a_request_that_fails_for_good_goes_to_the_next_backend(autojump_clock: Any) -> None:
+    primary = ScriptedModel(lambda call: OVERLOADED, latency=1.0)
+    backup = ScriptedModel(lambda call: "from backup", latency=1.0)
+    async with open_driver(primary, fallback=[backup], retry=TWO_TRIES) as driver:
+        result = await driver.run(make_loop(0))
+        stats = driver.statistics()
+    assert result.status == "ok" and result.output == "from backup"
+    assert len(primary.calls) == 2  # its own retries first
+    assert len(backup.calls) == 1
+    # One request of the run, served by the fallback.
+    assert result.turns == 1
+    assert len(result.timings.ttft) == 1
+    assert result.served_by == ("fallback-1",)
+    assert result.timings.attempts == 3
+    assert [(r.backend, r.error) for r in stats.recent_requests] == [
+        ("primary", ErrorKind.OVERLOADED),
+        ("fallback-1", None),
+    ]
+    assert stats.attempts == 3
+    assert stats.served_by == {"fallback-1": 1}
+
+
+async def test_a_failure_of_a_kind_not_named_is_final(autojump_clock: Any) -> None:
+    primary = ScriptedModel(lambda call: BAD)
+    backup = ScriptedModel(lambda call: "never")
+    async with open_driver(primary, fallback=[backup]) as driver:
+        result = await driver.run(make_loop(0))
+    assert result.status == "failed"
+    assert result.error is not None and result.error.error == BAD
+    assert backup.calls == []
+    assert result.served_by == ("primary",)
+
+
+async def test_the_user_names_the_kinds_that_fall_over(autojump_clock: Any) -> None:
+    primary = ScriptedModel(lambda call: BAD)
+    backup = ScriptedModel(lambda call: "ok")
+    async with open_driver(
+        primary, fallback=[Fallback(backup, name="big")], fallback_on={ErrorKind.BAD_REQUEST}
+    ) as driver:
+        result = await driver.run(make_loop(0))
+    assert result.served_by == ("big",)
+
+
+async def test_the_last_backends_failure_reaches_the_run(autojump_clock: Any) -> None:
+    models = [ScriptedModel(lambda call: OVERLOADED) for _ in range(3)]
+    retry = RetryPolicy(max_attempts=1)
+    async with open_driver(models[0], fallback=models[1:], retry=retry) as driver:
+        result = await driver.run(make_loop(0))
+    assert result.status == "failed"
+    assert [len(m.calls) for m in models] == [1, 1, 1]
+    assert result.served_by == ("fallback-2",)
+    assert result.turns == 1
+
+
+async def test_each_backend_keeps_its_own_slots(autojump_clock: Any) -> None:
+    # The primary fails every other agent's requests; those go to a backup with 2 slots.
+    primary = ScriptedModel(
+        lambda call: OVERLOADED if int(call.request_id.split("-")[1][0]) % 2 else "primary",
+        latency=1.0,
+    )
+    backup = ScriptedModel(lambda call: "backup", latency=5.0)
+    retry = RetryPolicy(max_attempts=1)
+    async with (
+        open_driver(
+            primary, max_inflight=4, fallback=[Fallback(backup, max_inflight=2)], retry=retry
+        ) as driver,
+        driver.stream(make_loop(i) for i in range(10)) as results,
+    ):
+        received = [r async for r in results]
+    assert primary.peak_in_flight <= 4
+    assert backup.peak_in_flight == 2
+    assert sorted(r.output for r in received) == ["backup"] * 5 + ["primary"] * 5
+    assert {r.served_by for r in received} == {("primary",), ("fallback-1",)}
+
+
+async def test_a_batch_falls_over_from_a_failing_simulator_to_a_working_one() -> None:
+    task = Task(prompt="Summarise {input}.")
+    results = await run_batch(
+        task,
+        ["a", "b", "c"],
+        backend="sim://",
+        config=SimConfig(fail_rate=1.0, speedup=100.0),
+        fallback=[Fallback("sim://", options={"config": SimConfig(speedup=100.0)})],
+        retry=RetryPolicy(max_attempts=1),
+        warm=False,
+    )
+    assert [r.status for r in results] == ["ok", "ok", "ok"]
+    assert {r.served_by for r in results} == {("sim://#1",)}
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"fallback": "sim://"}, "list of backends"),
+        ({"fallback": [42]}, "fallback must be"),
+        ({"fallback": [Fallback("sim://", name="x"), Fallback("sim://", name="x")]}, "named"),
+        ({"fallback": [], "fallback_on": [ErrorKind.DEADLINE]}, "deadline"),
+    ],
+)
+async def test_bad_fallback_options_are_config_errors(options: dict[str, Any], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        async with open_driver("sim://", **options):
+            pass

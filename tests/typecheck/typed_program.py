@@ -1,0 +1,86 @@
+"""A typed user program: a type checker must follow each task's output type to its results.
+
+``tests/typecheck/test_py`` runs ``mypy --strict`` over this file and compares every
+``reveal_type`` with the ``# revealed:`` comment on its line, and every ``# error:`` comment
+with an error mypy reports on that line. It is also executed on the simulated backend, so
+the types it states are the ones the program really gets.
+"""
+
+from __future__ import annotations
+
+from typing import reveal_type
+
+import attrs
+import trio
+
+import agentcore
+
+
+@attrs.frozen
+class Plan:
+    items: list[str]
+
+
+@attrs.frozen
+class Finding:
+    item: str
+    answer: str
+
+
+PLAN = agentcore.Task(prompt="Plan: {input}", output=Plan, max_turns=1)
+MAP = agentcore.Task(prompt="Research: {input}", output=Finding, max_turns=1)
+REDUCE = agentcore.Task(prompt="Answers: {answers}", max_turns=1)
+LISTS = agentcore.Task(prompt="List: {input}", output=list[str], max_turns=1)
+
+
+async def main() -> None:
+    reveal_type(PLAN)  # revealed: agentcore._task.Task[Plan]
+    reveal_type(REDUCE)  # revealed: agentcore._task.Task[str]
+
+    results = await agentcore.run_batch(MAP, ["a", "b"], backend="sim://", model="sim")
+    first = results[0]
+    reveal_type(first)  # revealed: agentcore._results.Result[Finding]
+    reveal_type(first.output)  # revealed: Finding | None
+    wrong: int = first.output  # error: Incompatible types in assignment
+    assert first.status == "ok" and isinstance(first.output, Finding), first
+
+    texts = await agentcore.run_batch(REDUCE, [{"answers": "[]"}], backend="sim://", model="sim")
+    reveal_type(texts[0].output)  # revealed: str | None
+
+    lists = await agentcore.run_batch(LISTS, ["x"], backend="sim://", model="sim")
+    reveal_type(lists[0].output)  # revealed: list[str] | None
+    assert isinstance(lists[0].output, list), lists[0]
+
+    async with agentcore.open_batch(MAP, ["c"], backend="sim://", model="sim") as stream:
+        reveal_type(stream)  # revealed: agentcore._batch.BatchStream[Finding]
+        async for result in stream:
+            reveal_type(result)  # revealed: agentcore._results.Result[Finding]
+
+    def progress(result: agentcore.Result[Finding]) -> None:
+        print(result.index, result.status)
+
+    await agentcore.run_batch(MAP, ["d"], backend="sim://", model="sim", on_result=progress)
+
+    plan, answers, summary = await agentcore.map_reduce(
+        plan=PLAN, map=MAP, reduce=REDUCE, input="topic", backend="sim://", model="sim"
+    )
+    outcome = await agentcore.map_reduce(
+        plan=PLAN,
+        map=MAP,
+        reduce=REDUCE,
+        input="topic",
+        items=lambda p: p.items,
+        backend="sim://",
+        model="sim",
+    )
+    reveal_type(outcome)  # revealed: agentcore._batch.MapReduceResult[Plan, Finding, str]
+    reveal_type(outcome.plan.output)  # revealed: Plan | None
+    reveal_type(outcome.answers)  # revealed: tuple[agentcore._results.Result[Finding], ...]
+    reveal_type(outcome.summary)  # revealed: agentcore._results.Result[str] | None
+    assert isinstance(outcome.plan.output, Plan), outcome.plan
+    assert all(isinstance(a.output, Finding) for a in outcome.answers if a.status == "ok")
+    print(plan.status, len(answers), summary is not None, wrong)
+
+
+if __name__ == "__main__":
+    trio.run(main)

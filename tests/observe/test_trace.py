@@ -229,3 +229,27 @@ def test_render_timeline_refuses_what_is_not_an_agentcore_trace(tmp_path: Path) 
         agentcore.render_timeline(bogus, tmp_path / "t.svg")
     with pytest.raises(agentcore.ConfigError, match="no such trace file"):
         agentcore.render_timeline(tmp_path / "missing.json", tmp_path / "t.svg")
+
+
+def test_the_trace_writer_keeps_nothing_per_agent(tmp_path: Path) -> None:
+    from agentcore.testing import ScriptedModel, run_in_virtual_time
+
+    trace = tmp_path / "trace.json"
+    task = agentcore.Task(system="Answer.", prompt="Question {input}")
+    agents = 5000
+
+    async def main() -> Any:
+        model = ScriptedModel(lambda call: "done", latency=0.05, ttft=0.01)
+        async with agentcore.open_driver(model, max_inflight=8, trace=trace) as driver:
+            writer = driver._observer
+            await agentcore.run_batch(task, range(agents), driver=driver)
+            return writer
+
+    writer = run_in_virtual_time(main).value
+    # Only what is in flight is kept: track numbers bounded by the slots, nothing per agent.
+    assert writer._slots.used <= 8
+    assert len(writer._slots._free) <= 8
+    assert writer._tools.used == 0
+    assert writer._backoff_ends == []
+    events = _events(trace)
+    assert sum(e["ph"] == "i" for e in events) == agents

@@ -2,7 +2,7 @@
 
 Two passes over the file, each streaming (:func:`~._observe.trace.read_trace`): the first finds
 the time span and the track counts, the second draws. What is kept is bounded by the picture,
-not by the batch: slices narrower than a pixel that touch on one track are merged into one
+not by the batch: slices narrower than three pixels that touch on one track are merged into one
 shape (drawn with the count in its tooltip), and utilisation and queue length are kept in a
 fixed number of time bins.
 
@@ -34,11 +34,14 @@ _BINS = 400
 _SLOT_H = 16
 _SMALL_H = 13
 _CHART_H = 90
+_ERROR = "#d62728"
+_MERGED = "#8da0b8"
 _FONT = "font-family='DejaVu Sans, Helvetica, Arial, sans-serif'"
 
 
 class _Row:
-    """One track's shapes, merging runs of slices narrower than a pixel."""
+    """One track's shapes, merging runs of slices narrower than three pixels (drawn in
+    :data:`_MERGED`, or red if one of them was an error)."""
 
     def __init__(self) -> None:
         self.shapes: list[tuple[float, float, str, str, int]] = []
@@ -46,11 +49,11 @@ class _Row:
 
     def add(self, x0: float, x1: float, fill: str, tip: str) -> None:
         pending = self._pending
-        narrow = x1 - x0 < 1.5
+        narrow = x1 - x0 < 3.0
         if pending is not None and x0 <= pending[1] + 0.5 and (narrow or pending[4] > 1):
             pending[1] = max(pending[1], x1)
             pending[4] += 1
-            if pending[2] != fill and fill == "#d62728":
+            if pending[2] != fill and fill == _ERROR:
                 pending[2] = fill  # errors stay visible in a merged shape
             return
         self.flush()
@@ -61,6 +64,8 @@ class _Row:
     def flush(self) -> None:
         if self._pending is not None:
             x0, x1, fill, tip, count = self._pending
+            if count > 1 and fill != _ERROR:
+                fill = _MERGED
             self.shapes.append((x0, max(x1, x0 + 1.0), fill, tip, count))
             self._pending = None
 
@@ -270,6 +275,9 @@ def _draw(path: str | os.PathLike[str], scan: dict[str, Any]) -> str:
     y = shapes(rows[TOOLS_PID], y, _SMALL_H, True)
     if lanes[TOOLS_PID]:
         label(f"{lanes[TOOLS_PID]} at most at once", tools_top + _SMALL_H - 2, 9)
+    else:
+        label("none", tools_top + 4, 9)
+        y += 8
     y += 22
     section("back-offs (no slot held)", y - 8)
     backoff_top = y
@@ -296,6 +304,7 @@ def _draw(path: str | os.PathLike[str], scan: dict[str, Any]) -> str:
     y += 30
     legend = [
         ("#4c78a8", "tool execution"),
+        (_MERGED, "slices too short to draw apart"),
         ("#d62728", "failed attempt / tool error"),
         ("#bdbdbd", "cancelled"),
         ("#f2a541", "back-off"),

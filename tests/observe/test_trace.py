@@ -253,3 +253,7 @@ def test_the_trace_writer_keeps_nothing_per_agent(tmp_path: Path) -> None:
     assert writer._backoff_ends == []
     events = _events(trace)
     assert sum(e["ph"] == "i" for e in events) == agents
+    # The picture is bounded by its width: 5,000 attempts too short to draw apart merge.
+    svg = agentcore.render_timeline(trace, tmp_path / "t.svg")
+    assert svg.stat().st_size < 200_000
+    assert " more)</title>" in svg.read_text()  # merged shapes say how many they hold

@@ -61,3 +61,19 @@ bench-overhead: venv
 ## 100,000 agents on the in-process ScriptedModel: CPU per turn, memory per agent.
 bench-scale: venv
 	$(BIN)/python bench/bench_scale.py
+
+# ---- real llama.cpp llama-server (CPU) and its benchmark (tools/llamacpp, bench/) ----
+.PHONY: llamacpp test-llamacpp bench-llamacpp
+
+## Build llama-server from the llama-cpp-python 0.3.36 sdist (cached in ~/.cache/agentcore-llamacpp,
+## or $AGENTCORE_LLAMACPP_HOME; 3-6 minutes the first time on 2 cores) and write the test models.
+llamacpp:
+	bash tools/llamacpp/setup.sh
+
+## Run the integration tests against real llama-server processes (builds llama-server first).
+test-llamacpp: venv llamacpp
+	AGENTCORE_LLAMACPP=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m llamacpp tests/llamacpp
+
+## Research-summary benchmark on llama-server (N=32 and 128, medians of 3; several minutes).
+bench-llamacpp: venv llamacpp
+	$(BIN)/python bench/bench_llamacpp.py

@@ -37,7 +37,7 @@ NAMESPACES = {
         "RetryPolicy", "SlotStatistics", "DriverStatistics", "RequestStats", "Summary",
         # the batch layer
         "BatchStream", "MapReduceResult", "map_reduce", "open_batch", "run_batch",
-        "warm_prefix", "Task", "load_task",
+        "warm_prefix", "Task", "load_task", "WarmUpReport",
         # one-shot generation and step events
         "Generation", "GenerationError", "GenerationStream", "ModelDelta", "ModelReplied",
         "RequestFailed", "RequestStarted", "RetryScheduled", "RunAborted", "RunFinished",

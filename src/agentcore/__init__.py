@@ -80,7 +80,8 @@ if TYPE_CHECKING:
     from ._batch import map_reduce as map_reduce
     from ._batch import open_batch as open_batch
     from ._batch import run_batch as run_batch
-    from ._batch import warm_prefix as warm_prefix
+    from ._warmup import warm_prefix as warm_prefix
+    from ._warmup import WarmUpReport as WarmUpReport
     from ._task import Task as Task
     from ._taskfile import load_task as load_task
 
@@ -151,7 +152,8 @@ _EXPORTS: dict[str, str] = {
     "map_reduce": "_batch",
     "open_batch": "_batch",
     "run_batch": "_batch",
-    "warm_prefix": "_batch",
+    "warm_prefix": "_warmup",
+    "WarmUpReport": "_warmup",
     "Task": "_task",
     "load_task": "_taskfile",
     # one-shot generation and step events (docs/watching.md)
@@ -229,6 +231,7 @@ __all__ = [
     "ToolStatistics",
     "Usage",
     "UsageLimits",
+    "WarmUpReport",
     "load_task",
     "map_reduce",
     "open_batch",

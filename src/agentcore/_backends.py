@@ -10,6 +10,7 @@ URL                              dialect    base URL                            
 ``vllm://host[:port][/path]``    vllm       ``http://host:8000/v1``                 lean
 ``sglang://host[:port][/path]``  sglang     ``http://host:30000/v1``                lean
 ``dynamo://host[:port][/path]``  dynamo     ``http://host:8000/v1``                 lean
+``llamacpp://host[:port][/path]``  llamacpp   ``http://host:8080/v1``                 lean
 ``anthropic://``                 anthropic  ``https://api.anthropic.com``           httpx
 ``sim://``                       sim        started by the driver                   lean
 ===============================  =========  ======================================  =========
@@ -17,6 +18,11 @@ URL                              dialect    base URL                            
 ``dialect=`` picks the dialect of a plain ``http(s)://`` URL (``openai`` by default; any
 OpenAI-compatible dialect, or ``anthropic``). The key for ``openai://`` and ``anthropic://``
 defaults to ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``.
+
+Two options configure the backend itself on every scheme: ``max_reply_bytes`` (the cap on
+one reply body, 16 MiB by default, ``None`` for none) and ``warm_up`` (how a batch warms the
+shared prefix: ``off``, ``request``, or ``slots`` for llama-server; the default is ``slots``
+for ``llamacpp://``, ``request`` for the other self-hosted servers and ``off`` for hosted APIs).
 
 API keys are read from the environment only for the vendors' own hosts, so a key meant for
 OpenAI is never sent to another server, and they are never stored in ``Backend.options``.
@@ -29,10 +35,13 @@ from collections.abc import Mapping
 from typing import Any, Literal
 from urllib.parse import SplitResult, urlsplit
 
+import attrs
+
 from ._codecs.anthropic import AnthropicCodec
-from ._codecs.codec import Backend, Codec
+from ._codecs.codec import WARM_UPS, Backend, Codec, WarmUp
 from ._codecs.dialects import DIALECTS
 from ._codecs.openai import OpenAICodec
+from ._codecs.reply_limit import DEFAULT_MAX_REPLY_BYTES, check_max_reply_bytes
 from ._core.errors import ConfigError
 from ._core.validators import check_header_value
 
@@ -42,7 +51,15 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 SIM_BASE_URL = "sim://"
 
-_SELF_HOSTED_PORTS: Mapping[str, int] = {"vllm": 8000, "sglang": 30000, "dynamo": 8000}
+_SELF_HOSTED_PORTS: Mapping[str, int] = {
+    "vllm": 8000,
+    "sglang": 30000,
+    "dynamo": 8000,
+    "llamacpp": 8080,
+}
+_DEFAULT_WARM_UP: Mapping[str, WarmUp] = {"llamacpp": "slots"}
+"""Per-dialect warm-up of a self-hosted server when it is not ``request``: llama-server keeps
+a prefix cache per slot, so one warm request fills one slot only (``docs/backends.md``)."""
 _BACKEND_KEYS = frozenset({"stream", "transport"})
 """Options that configure the :class:`Backend` itself rather than its codec."""
 _SIM_KEYS = frozenset({"config"})
@@ -67,8 +84,8 @@ def backend(
         api_key: the API key; for ``openai://`` and ``anthropic://`` it defaults to
             ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``.
         **options: ``stream`` (stream replies by default), ``transport`` (``"lean"`` or
-            ``"httpx"``), ``dialect`` (for ``http(s)://`` URLs), and the codec's dialect
-            options (``docs/backends.md``).
+            ``"httpx"``), ``max_reply_bytes``, ``warm_up``, ``dialect`` (for ``http(s)://``
+            URLs), and the codec's dialect options (``docs/backends.md``).
 
     Returns:
         The configured backend.
@@ -87,9 +104,12 @@ def backend(
         parts = urlsplit(url_or_backend.strip())
     except ValueError as exc:
         raise ConfigError(f"malformed backend URL {url_or_backend!r}: {exc}") from None
-    scheme = parts.scheme.lower()
     stream = options.pop("stream", False)
     transport = options.pop("transport", None)
+    max_reply = check_max_reply_bytes(options.pop("max_reply_bytes", DEFAULT_MAX_REPLY_BYTES))
+    warm_up = options.pop("warm_up", None)
+    if warm_up is not None and warm_up not in WARM_UPS:
+        raise ConfigError(f"warm_up must be one of {list(WARM_UPS)}, got {warm_up!r}")
     given = dict(options)
     if not isinstance(stream, bool):
         raise ConfigError(f"stream must be True or False, got {stream!r}")
@@ -101,6 +121,32 @@ def backend(
         given["stream"] = stream
     if transport is not None:
         given["transport"] = transport
+    if max_reply != DEFAULT_MAX_REPLY_BYTES:
+        given["max_reply_bytes"] = max_reply
+    if warm_up is not None:
+        given["warm_up"] = warm_up
+    configured = _configure(url_or_backend, parts, model, api_key, stream, transport, options,
+                            given)  # fmt: skip
+    if configured.self_hosted:
+        default: WarmUp = _DEFAULT_WARM_UP.get(configured.name, "request")
+    else:
+        default = "off"
+    return attrs.evolve(
+        configured, max_reply_bytes=max_reply, warm_up=default if warm_up is None else warm_up
+    )
+
+
+def _configure(  # noqa: PLR0917 - private, one caller
+    url_or_backend: str,
+    parts: SplitResult,
+    model: str,
+    api_key: str | None,
+    stream: bool,
+    transport: Literal["lean", "httpx"] | None,
+    options: dict[str, Any],
+    given: dict[str, Any],
+) -> Backend:
+    scheme = parts.scheme.lower()
 
     if scheme == "sim":
         codec_options = {k: v for k, v in options.items() if k not in _SIM_KEYS}
@@ -153,7 +199,7 @@ def backend(
         return Backend(dialect, base, codec, kind, plain, stream, given)
     raise ConfigError(
         f"unknown backend scheme {parts.scheme!r} in {url_or_backend!r}; use openai://, "
-        "anthropic://, vllm://, sglang://, dynamo://, sim://, http:// or https://"
+        "anthropic://, vllm://, sglang://, dynamo://, llamacpp://, sim://, http:// or https://"
     )
 
 

@@ -1,10 +1,12 @@
 """The batch layer: a task over many inputs, results in input or completion order.
 
 ``run_batch`` and ``open_batch`` compile one agent loop per input (see :mod:`._task`), warm
-the shared prefix with one one-token request, and hand the loops to a driver. An input that
-does not fit the task fails on its own (``status="failed"``, ``AbortKind.INVALID_INPUT``);
-nothing an input, a tool or the model does fails the batch. ``map_reduce`` chains three tasks:
-a plan whose output lists items, one map agent per item, and a reduce agent over the answers.
+the shared prefix with the backend's warm-up strategy (:mod:`._warmup`: one one-token request,
+or for llama-server that request copied into every slot), and hand the loops to a driver. An
+input that does not fit the task fails on its own (``status="failed"``,
+``AbortKind.INVALID_INPUT``); nothing an input, a tool or the model does fails the batch.
+``map_reduce`` chains three tasks: a plan whose output lists items, one map agent per item,
+and a reduce agent over the answers.
 """
 
 from __future__ import annotations
@@ -21,10 +23,10 @@ import orjson
 import trio
 
 from ._budget_guard import OnBudget
-from ._codecs.codec import Backend
+from ._codecs.codec import WARM_UPS, Backend, WarmUp
 from ._core.budgets import UsageLimits
 from ._core.errors import ConfigError
-from ._core.events import AbortKind, AbortReason, ModelResponded
+from ._core.events import AbortKind, AbortReason
 from ._core.loop import AgentLoop
 from ._core.messages import Usage
 from ._core.schema import is_pydantic_model
@@ -34,8 +36,10 @@ from ._observe.log import BATCH
 from ._open import open_driver
 from ._results import Result, ResultStream, RunTimings
 from ._steps import StepSink
-from ._task import RenderError, Task, compile_job, prefix_call
+from ._task import RenderError, Task, compile_job, job_run_id
 from ._tools import Tool
+from ._warmup import WarmUpReport, warm_prefix
+from ._warmup import warm_up as warm_up_cache
 
 T = TypeVar("T")
 P = TypeVar("P")
@@ -79,11 +83,18 @@ class BatchStream(Generic[T]):
     """
 
     def __init__(
-        self, results: ResultStream, indices: list[int], early: deque[Result[Any]]
+        self,
+        results: ResultStream,
+        indices: list[int],
+        early: deque[Result[Any]],
+        warm_up: WarmUpReport | None = None,
     ) -> None:
         self._results = results
         self._indices = indices
         self._early = early
+        self.warm_up = warm_up
+        """What the warm-up did and the tokens its request used (those are in the driver's
+        statistics and in no ``Result``); ``None`` when the batch did not warm up."""
 
     def __aiter__(self) -> BatchStream[T]:
         return self
@@ -108,11 +119,6 @@ class BatchStream(Generic[T]):
         self._results.cancel()
 
 
-def job_run_id(batch_id: str, index: int | str) -> str:
-    """The run id of job ``index`` of batch ``batch_id`` (``"warm"`` for the warm-up)."""
-    return f"{batch_id}-{index}"
-
-
 def _loops(  # noqa: PLR0917 - private helper, called twice
     task: Task[Any],
     inputs: Iterable[Any],
@@ -134,17 +140,20 @@ def _loops(  # noqa: PLR0917 - private helper, called twice
         yield loop
 
 
-async def warm_prefix(driver: Driver, task: Task[Any], *, batch_id: str) -> ModelResponded | None:
-    """Send the task's shared prefix once, as a one-token request, before the fan-out.
-
-    A prefix-caching server (vLLM, SGLang, Dynamo, sim://) then computes the prefix once
-    instead of once per concurrent job. Failure is harmless: the jobs simply start cold.
-
-    Returns:
-        The reply, or ``None`` if the request failed.
-    """
-    reply = await driver.call_model(prefix_call(task, run_id=job_run_id(batch_id, "warm")))
-    return reply if isinstance(reply, ModelResponded) else None
+def _strategy(warm: bool | str | None, driver: Driver) -> WarmUp:
+    """The warm-up to perform. ``None``: the strategy of the driver's backend (whether the
+    driver was opened here or given); ``True``: that strategy, at least ``request``;
+    ``False``: off."""
+    configured = driver.backend.warm_up if driver.backend is not None else "off"
+    if warm is None:
+        return configured
+    if warm is True:
+        return "request" if configured == "off" else configured
+    if warm is False:
+        return "off"
+    if warm not in WARM_UPS:
+        raise ConfigError(f"warm must be a bool, None or one of {list(WARM_UPS)}; got {warm!r}")
+    return warm
 
 
 @asynccontextmanager
@@ -155,15 +164,15 @@ async def _driver_for(
     backend: str | Backend | ModelClient | None,
     model: str,
     max_inflight: int,
-    warm: bool | None,
+    warm: bool | str | None,
     driver_options: Mapping[str, Any],
-) -> AsyncIterator[tuple[Driver, bool]]:
-    """The given driver or a newly opened one, and whether to warm the prefix up (``warm``;
-    when ``None``: when the driver's backend is self-hosted)."""
+) -> AsyncIterator[tuple[Driver, WarmUp]]:
+    """The given driver or a newly opened one, and the warm-up to perform (see
+    :func:`_strategy`)."""
     if driver is not None:
         if backend is not None or driver_options:
             raise ConfigError("pass either driver= or backend options, not both")
-        yield driver, driver.self_hosted if warm is None else warm
+        yield driver, _strategy(warm, driver)
         return
     if backend is None:
         raise ConfigError("a backend is needed: pass backend= (a URL such as 'sim://') or driver=")
@@ -171,7 +180,7 @@ async def _driver_for(
     async with open_driver(
         backend, model=model, max_inflight=max_inflight, tools=stack_tools, **options
     ) as opened:
-        yield opened, opened.self_hosted if warm is None else warm
+        yield opened, _strategy(warm, opened)
 
 
 @asynccontextmanager
@@ -183,7 +192,7 @@ async def open_batch(
     model: str = "",
     max_inflight: int = 32,
     driver: Driver | None = None,
-    warm: bool | None = None,
+    warm: bool | str | None = None,
     batch_id: str | None = None,
     timeout: float | None = None,
     max_active: int | None = None,
@@ -210,9 +219,12 @@ async def open_batch(
         max_inflight: inference slots (model requests in flight at once).
         driver: an open driver to use instead of opening one (its tools must include the
             task's).
-        warm: send the shared prefix once before the fan-out. ``None``: on for self-hosted
-            backends, off for hosted APIs and model clients (with ``driver``: as its
-            :attr:`~agentcore.Driver.self_hosted` says).
+        warm: warm the shared prefix before the fan-out: ``"off"``, ``"request"`` (one
+            one-token request) or ``"slots"`` (llama-server: that request's slot copied into
+            every slot). ``None``: the strategy of the driver's backend
+            (``backend(warm_up=...)``; off for hosted APIs and model clients), whether the
+            driver is opened here or given; ``True``: that strategy, at least ``"request"``;
+            ``False``: off.
         batch_id: the prefix of run and session ids (default: a fresh random id).
         timeout: seconds each agent may take.
         max_active: agents in progress at once (bounds memory for huge batches).
@@ -245,8 +257,9 @@ async def open_batch(
                 driver_options=driver_options,
             )
         )
-        if warm_up:
-            await warm_prefix(opened, task, batch_id=batch_id)
+        report = None
+        if warm_up != "off":
+            report = await warm_up_cache(opened, task, batch_id=batch_id, strategy=warm_up)
         loops = _loops(task, inputs, batch_id, indices, early, None)
         results = await stack.enter_async_context(
             opened.stream(
@@ -259,7 +272,7 @@ async def open_batch(
             )
         )
         BATCH.info("batch %s (%s) started", batch_id, task.name, extra={"batch_id": batch_id})
-        yield BatchStream[T](results, indices, early)
+        yield BatchStream[T](results, indices, early, report)
         stats = opened.statistics()
         BATCH.info(
             "batch %s (%s) ended: %d ok, %d failed, %d cancelled",
@@ -355,7 +368,7 @@ async def map_reduce(
     model: str = "",
     max_inflight: int = 32,
     driver: Driver | None = None,
-    warm: bool | None = None,
+    warm: bool | str | None = None,
     batch_id: str | None = None,
     timeout: float | None = None,
     **driver_options: Any,
@@ -399,8 +412,8 @@ async def map_reduce(
         planned = list(split(cast("P", plan_result.output)))
         indices: list[int] = []
         early: deque[Result[Any]] = deque()
-        if warm_up:
-            await warm_prefix(opened, map, batch_id=f"{batch_id}m")
+        if warm_up != "off":
+            await warm_up_cache(opened, map, batch_id=f"{batch_id}m", strategy=warm_up)
         answers: list[Result[M]] = []
         planner = job_run_id(f"{batch_id}p", 0)
         loops = _loops(map, planned, f"{batch_id}m", indices, early, planner)

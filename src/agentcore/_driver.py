@@ -52,6 +52,7 @@ import trio
 
 from ._budget_guard import BudgetGuard, OnBudget
 from ._codecs.classify import deadline_error
+from ._codecs.codec import Backend
 from ._core.budgets import BudgetExceeded, UsageLimits
 from ._core.errors import ConfigError, InternalError, LocalProtocolError
 from ._core.events import (
@@ -123,8 +124,12 @@ class Driver:
         fallback_policy: FallbackPolicy | None = None,
         primary_name: str = "primary",
         self_hosted: bool = False,
+        backend: Backend | None = None,
     ) -> None:
         self._self_hosted = self_hosted
+        self._client = client
+        self.backend = backend
+        """The configured backend (``None`` when the driver was given a model client)."""
         self._limiter = limiter
         self._executor = executor
         self._requests: ModelRequests | FallbackRequests = ModelRequests(
@@ -143,6 +148,11 @@ class Driver:
         self._closed_at: float | None = None
         self._ends: dict[Status, int] = {"ok": 0, "failed": 0, "cancelled": 0}
         self._observer: Observer | None = None
+
+    @property
+    def client(self) -> ModelClient:
+        """The primary backend's model client."""
+        return self._client
 
     @property
     def limiter(self) -> SlotLimiter:
@@ -741,6 +751,7 @@ class Driver:
             completion_tokens=requests.completion_tokens,
             cached_tokens=cached,
             cached_ratio=cached / known_prompt if known_prompt else None,
+            truncated_replies=requests.truncated,
             tool_calls=tools.requests,
             tool_executions=tools.executions,
             dedup_ratio=tools.dedup_ratio if tools.requests else None,

@@ -54,8 +54,8 @@ async def _open_client(
     transport: TransportKind | None,
     api_key: str | None,
     options: dict[str, Any],
-) -> tuple[ModelClient, bool]:
-    """The model client for ``target``, and whether the backend is self-hosted."""
+) -> tuple[ModelClient, Backend]:
+    """The model client for ``target``, and the backend as configured."""
     if is_sim(target):
         # The embedded simulator: check the options, start it on a free loopback port, then
         # bind the backend once, as an OpenAI-compatible server in the ``sim`` dialect.
@@ -70,10 +70,14 @@ async def _open_client(
         configured = make_backend(server.url, model=model, api_key=api_key, dialect="sim", **rest)
     else:
         configured = make_backend(target, model=model, api_key=api_key, **options)
-    self_hosted = configured.self_hosted
     kind = configured.transport if transport is None else transport
     check_choice("transport", kind, ("lean", "httpx"))
-    moved = make_transport(configured.base_url, kind=kind, max_connections=max_inflight)
+    moved = make_transport(
+        configured.base_url,
+        kind=kind,
+        max_connections=max_inflight,
+        max_reply_bytes=configured.max_reply_bytes,
+    )
     client = HttpModelClient(
         configured.codec,
         moved,
@@ -81,7 +85,7 @@ async def _open_client(
         stream=configured.stream if stream is None else stream,
     )
     stack.push_async_callback(client.aclose)
-    return client, self_hosted
+    return client, configured
 
 
 def _fallback_specs(
@@ -241,9 +245,9 @@ async def open_driver(
     raised: BaseException | None = None
     async with AsyncExitStack() as stack:
         client: ModelClient
-        self_hosted = False
+        configured: Backend | None = None
         if isinstance(backend, str | Backend):
-            client, self_hosted = await _open_client(
+            client, configured = await _open_client(
                 stack,
                 backend,
                 model=model,
@@ -287,7 +291,8 @@ async def open_driver(
             fallbacks=routes,
             fallback_policy=policy,
             primary_name=primary_name,
-            self_hosted=self_hosted,
+            self_hosted=configured is not None and configured.self_hosted,
+            backend=configured,
         )
         if trace is not None or otel:
             driver._observe(_observers(trace, otel, model, client))

@@ -27,6 +27,7 @@ import trio
 from ._codecs.codec import Delta
 from ._core.events import CallModel, ErrorKind, ModelError, ModelFailed, ModelResponded
 from ._core.messages import Usage
+from ._core.rejection import repeated_rejection
 from ._core.retry import RetryPolicy
 from ._deltas import stream_exchange
 from ._model_client import Exchange, ModelClient
@@ -120,6 +121,7 @@ class ModelRequests:
         slot_wait = 0.0
         observer = self.observer
         token = None
+        previous: ModelError | None = None
         while True:
             if steps is not None:
                 await steps.settle()
@@ -176,6 +178,9 @@ class ModelRequests:
                 run.slot_wait += slot.wait
             if isinstance(event, ModelResponded):
                 break
+            if repeated_rejection(previous, event.error):
+                break  # the same server error twice: deterministic, final
+            previous = event.error
             deadline = trio.current_effective_deadline()
             wait = self._retry.delay(
                 attempt=attempts,
@@ -185,15 +190,6 @@ class ModelRequests:
                 remaining=None if deadline == math.inf else deadline - now,
             )
             if wait is None or (sink is not None and sink.delivered):
-                if _LOG.isEnabledFor(logging.WARNING):
-                    _LOG.warning(
-                        "model request %s failed after %d attempt(s): %s: %s",
-                        call.request_id,
-                        attempts,
-                        event.error.kind.value,
-                        event.error.message,
-                        extra=_fields(call, run, attempts, event.error),
-                    )
                 break
             if _LOG.isEnabledFor(logging.INFO):
                 _LOG.info(
@@ -212,6 +208,15 @@ class ModelRequests:
                     RetryScheduled(run.index, call.request_id, attempts, event.error, wait, now)
                 )
             await trio.sleep(wait)
+        if isinstance(event, ModelFailed) and _LOG.isEnabledFor(logging.WARNING):
+            _LOG.warning(
+                "model request %s failed after %d attempt(s): %s: %s",
+                call.request_id,
+                attempts,
+                event.error.kind.value,
+                event.error.message,
+                extra=_fields(call, run, attempts, event.error),
+            )
         if observer is not None:
             observer.request_ended(call, event, now)
         if run is not None:
@@ -264,5 +269,6 @@ class ModelRequests:
                 usage.cached_tokens,
                 event.error.kind if isinstance(event, ModelFailed) else None,
                 self.name,
+                event.finish_reason if isinstance(event, ModelResponded) else None,
             )
         )

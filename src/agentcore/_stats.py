@@ -186,6 +186,9 @@ class RequestStats:
     """The backend that made it, with model fallback (``""`` without): a request that fell
     over has one entry per backend it visited."""
 
+    finish_reason: str | None = None
+    """The reply's finish reason (``stop``, ``tool_calls``, ``length``...), when it said."""
+
 
 class RequestTotals:
     """Aggregates of every finished model request: counters, bounded distributions, the
@@ -212,6 +215,8 @@ class RequestTotals:
         """The latest requests in detail."""
         self.served_by: dict[str, int] = {}
         """Successful requests per backend name (model fallback only)."""
+        self.truncated = 0
+        """Replies cut by the token limit (``finish_reason == "length"``)."""
 
     def add(self, request: RequestStats) -> None:
         """Count one finished request."""
@@ -220,6 +225,8 @@ class RequestTotals:
             self.failed += 1
         elif request.backend:
             self.served_by[request.backend] = self.served_by.get(request.backend, 0) + 1
+        if request.finish_reason == "length":
+            self.truncated += 1
         self.prompt_tokens += request.prompt_tokens
         self.completion_tokens += request.completion_tokens
         if request.cached_tokens is not None:
@@ -261,6 +268,8 @@ class DriverStatistics:
     cached_ratio: float | None
     """Cached / prompt tokens over the requests whose cached count is known (``None`` if
     none is): the share of prompt tokens served from the prefix cache."""
+    truncated_replies: int
+    """Replies cut by the token limit (``finish_reason == "length"``)."""
     tool_calls: int
     """Tool calls answered by the executor."""
     tool_executions: int

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Generic
 import attrs
 
 from ._core.budgets import UsageLimits
-from ._core.config import LoopConfig
+from ._core.config import LoopConfig, TruncatedPolicy
 from ._core.errors import ConfigError
 from ._core.events import CallModel
 from ._core.loop import AgentLoop
@@ -106,6 +106,8 @@ class Task(Generic[T]):
     """Sampling parameters of every request."""
     expected_output_tokens: int | None = None
     """Expected reply length, passed to the server as a hint."""
+    on_truncated: TruncatedPolicy = "repair"
+    """What a final answer cut by the token limit earns (``LoopConfig.on_truncated``)."""
     name: str = "task"
     """A short name, used in run ids."""
     limits: UsageLimits | None = None
@@ -142,6 +144,7 @@ class Task(Generic[T]):
             expected_output_tokens=self.expected_output_tokens,
             limits=self.limits,
             planning_interval=self.planning_interval,
+            on_truncated=self.on_truncated,
         )
 
     @property
@@ -211,3 +214,8 @@ def prefix_call(task: Task[Any], *, run_id: str) -> CallModel:
         params=attrs.evolve(call.params, max_tokens=1),
         hints=attrs.evolve(call.hints, final=False),
     )
+
+
+def job_run_id(batch_id: str, index: int | str) -> str:
+    """The run id of job ``index`` of batch ``batch_id`` (``"warm"`` for the warm-up)."""
+    return f"{batch_id}-{index}"

@@ -8,14 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentcore import (
-    AbortKind,
-    Budget,
-    BudgetExceeded,
-    ConfigError,
-    Usage,
-    UsageLimits,
-)
+from agentcore import AbortKind, Budget, BudgetExceeded, ConfigError, Usage, UsageLimits
 from agentcore._core.budgets import BatchLedger, UsageTally, exhausted
 from agentcore.core import (
     Abort,

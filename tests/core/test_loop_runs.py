@@ -579,6 +579,8 @@ def test_statistics_count_the_run() -> None:
         "usage": Usage(5, 1),
         "tool_calls": 2,
         "plans": 0,
+        "truncated_replies": 0,
+        "missing_tool_calls": 0,
     }
 
 

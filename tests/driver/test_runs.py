@@ -167,8 +167,11 @@ async def test_final_model_failure_reaches_the_loop_as_model_failed(autojump_clo
 
 
 async def test_retries_stop_after_the_attempt_budget(autojump_clock: Any) -> None:
-    down = ModelError(ErrorKind.SERVER, "boom", status=500, retryable=True)
-    model = ScriptedModel(lambda call: down)
+    # A different message each time: an identical one twice is final (test_driver_rejections).
+    count = iter(range(100))
+    model = ScriptedModel(
+        lambda call: ModelError(ErrorKind.SERVER, f"boom {next(count)}", status=500, retryable=True)
+    )
     async with open_driver(model, retry=RetryPolicy(max_attempts=4), seed=1) as driver:
         result = await driver.run(make_loop(0))
     assert result.status == "failed"

@@ -181,9 +181,19 @@ GOLDEN: list[tuple[str, Any, bytes]] = [
         b'"model_calls":1,"tool_turns":0,"tool_errors":0,"output_retries":0,"final":false,'
         b'"usage":{"prompt_tokens":7,"completion_tokens":2,"cached_tokens":null},'
         b'"results":[{"type":"tool","call_id":"c0","name":"f","content":"ok","is_error":false},'
-        b'null],"tool_calls":0,"planning":false,"plans":0}',
+        b'null],"tool_calls":0,"planning":false,"plans":0,"partial":"","truncated_replies":0,"missing_tool_calls":0}',
     ),
 ]
+
+# A loop snapshot written before the truncation counters existed still loads (with zeros).
+OLD_LOOP_SNAPSHOT = GOLDEN[-1][2].replace(
+    b',"partial":"","truncated_replies":0,"missing_tool_calls":0}', b"}"
+)
+
+
+def test_a_snapshot_without_the_truncation_fields_loads() -> None:
+    assert agentcore.core.loads(OLD_LOOP_SNAPSHOT, LoopSnapshot) == GOLDEN[-1][1]
+
 
 UNIONS = [agentcore.core.Message, agentcore.core.Event, agentcore.core.Effect]
 

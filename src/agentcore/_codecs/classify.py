@@ -24,8 +24,12 @@ Rules, in order:
 
 1. A quota or billing type/code (``insufficient_quota``, ``billing_error``...) is ``QUOTA``
    and final, even on a 429: waiting does not refill a spent balance.
-2. A context-length type/code (``context_length_exceeded``, ``request_too_large``) or the
-   phrase "maximum context length" in a 4xx message is ``TOO_LARGE`` and final.
+2. A context-length type/code (``context_length_exceeded``, ``request_too_large``,
+   llama-server's ``exceed_context_size_error``) or a context-overflow wording in a 4xx
+   message is ``TOO_LARGE`` and final. The wordings: OpenAI's and vLLM's "maximum context
+   length", vLLM's "longer than the maximum model length" (its input processor), SGLang's
+   "longer than the model's context length" (and its "exceeds the model's maximum context
+   length", covered by the first), llama-server's "exceeds the available context size".
 3. An overload type (``overloaded_error``) on a 429 or 5xx is ``OVERLOADED``.
 4. Otherwise the status decides: 429 rate limited, 408 timeout, 409 conflict, 503/529
    overloaded, other 5xx server error (all retryable); 400/422 bad request, 401/403 auth,
@@ -87,10 +91,19 @@ _QUOTA_CODES = frozenset(
         "spend_limit_exceeded",
     }
 )
-_TOO_LARGE_CODES = frozenset({"context_length_exceeded", "request_too_large"})
+_TOO_LARGE_CODES = frozenset(
+    {"context_length_exceeded", "request_too_large", "exceed_context_size_error"}
+)
 _OVERLOAD_CODES = frozenset({"overloaded_error", "overloaded", "server_overloaded"})
 _RATE_LIMIT_CODES = frozenset({"rate_limit_error", "rate_limit_exceeded", "slow_down"})
-_CONTEXT_PHRASES = ("maximum context length", "context length exceeded", "context window")
+_CONTEXT_PHRASES = (
+    "maximum context length",
+    "context length exceeded",
+    "context window",
+    "longer than the maximum model length",  # vLLM: "The decoder prompt (length N) is ..."
+    "longer than the model's context length",  # SGLang: "The input (N tokens) is ..."
+    "exceeds the available context size",  # llama-server
+)
 
 # Error types that name a kind on their own, used for in-stream errors (which arrive over a
 # 200 response and so have no meaningful status).
@@ -228,6 +241,8 @@ def classify_stream_error(payload: Mapping[str, Any]) -> ModelError:
     error_type, code, message, status = error_fields(payload)
     names = [n.lower() for n in (error_type, code) if n]
     kind = next((_TYPE_KINDS[n] for n in names if n in _TYPE_KINDS), None)
+    if kind in (None, ErrorKind.BAD_REQUEST) and _mentions_context_length(message):
+        kind = ErrorKind.TOO_LARGE
     if kind is None and status is not None:
         kind = _kind_for(status, set(names), message)
     if kind is None:
@@ -296,6 +311,7 @@ _TRANSPORT_KINDS: Mapping[TransportErrorKind, tuple[ErrorKind, bool]] = {
     TransportErrorKind.CLOSED: (ErrorKind.CONNECTION, True),
     TransportErrorKind.PROTOCOL: (ErrorKind.CONNECTION, True),
     TransportErrorKind.REFUSED: (ErrorKind.BAD_REQUEST, False),
+    TransportErrorKind.TOO_LARGE: (ErrorKind.REPLY_TOO_LARGE, False),
 }
 """Each transport failure kind: the error kind it becomes, and whether a retry may help."""
 
@@ -308,10 +324,11 @@ def transport_failure(exc: TransportError, *, streamed: bool = False) -> ModelEr
         streamed: the reply was being streamed; a failure after the response started is
             then a truncated stream (retryable) whatever its kind.
     """
-    if streamed and exc.response_started:
+    if streamed and exc.response_started and exc.kind is not TransportErrorKind.TOO_LARGE:
         return truncated_stream(f"stream interrupted: {exc}")
     kind, retryable = _TRANSPORT_KINDS[exc.kind]
-    return ModelError(kind=kind, message=_clip(str(exc)), retryable=retryable)
+    message = exc.message if exc.kind is TransportErrorKind.TOO_LARGE else str(exc)
+    return ModelError(kind=kind, message=_clip(message), retryable=retryable)
 
 
 def error_fields(payload: Mapping[str, Any]) -> tuple[str | None, str | None, str, int | None]:

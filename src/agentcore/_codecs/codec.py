@@ -16,15 +16,22 @@ import attrs
 
 from .._core.events import CallModel, ModelFailed, ModelResponded
 from .http import Headers, HttpRequest
+from .reply_limit import DEFAULT_MAX_REPLY_BYTES
 
 __all__ = [
+    "WARM_UPS",
     "Backend",
     "Codec",
     "Delta",
     "StreamDecoder",
     "TextDelta",
     "ToolCallDelta",
+    "WarmUp",
 ]
+
+
+WarmUp = Literal["off", "request", "slots"]
+WARM_UPS: tuple[WarmUp, ...] = ("off", "request", "slots")
 
 
 @attrs.frozen
@@ -100,3 +107,9 @@ class Backend:
     """Whether requests are streamed by default."""
     options: Mapping[str, Any] = attrs.field(factory=dict, eq=False)
     """Dialect options as given (never holds the API key)."""
+    max_reply_bytes: int | None = DEFAULT_MAX_REPLY_BYTES
+    """The cap on one reply body; a larger reply fails with ``ErrorKind.REPLY_TOO_LARGE``."""
+    warm_up: WarmUp = "off"
+    """How a batch warms the shared prefix before its fan-out (``docs/backends.md``):
+    ``off``, ``request`` (one one-token request) or ``slots`` (llama-server: one request, then
+    the warm slot copied into every slot)."""

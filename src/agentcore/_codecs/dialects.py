@@ -16,6 +16,9 @@ extra body fields and headers each dialect puts on the wire.
   ``nvext`` keys, unknown ``agent_hints`` keys and unknown top-level fields with HTTP 400, so
   everything emitted is checked against :data:`DYNAMO_APIS`, a table per Dynamo release.
 - ``sim``: the embedded simulator; like ``vllm`` (priority is opt-in there too).
+- ``llamacpp``: llama.cpp's llama-server. Nothing extra: it has no priority, cache salt or
+  request-id field (it ignores unknown fields and headers, so sending them would promise
+  something that does not happen); ``response_format`` only on calls without tools.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ __all__ = [
     "make_options",
 ]
 
-DIALECTS = ("openai", "vllm", "sglang", "dynamo", "sim")
+DIALECTS = ("openai", "vllm", "sglang", "dynamo", "sim", "llamacpp")
 """The OpenAI-compatible dialects this module knows."""
 
 ResponseFormatMode = Literal["always", "without_tools", "never"]
@@ -204,6 +207,7 @@ _ALLOWED: Mapping[str, frozenset[str]] = {
     "sim": _COMMON | {"priority", "cache_salt", "request_id_header"},
     "vllm": _COMMON | {"priority", "cache_salt", "request_id_header"},
     "sglang": _COMMON | {"priority", "cache_salt", "rid"},
+    "llamacpp": _COMMON,
     "dynamo": _COMMON
     | {
         "priority",
@@ -224,6 +228,7 @@ _DEFAULT_RESPONSE_FORMAT: Mapping[str, ResponseFormatMode] = {
     "sim": "always",
     "vllm": "without_tools",
     "sglang": "without_tools",
+    "llamacpp": "without_tools",
     # The Dynamo mocker ignores response_format, and a real engine behind Dynamo would
     # constrain tool-calling turns too: off unless asked.
     "dynamo": "never",

@@ -19,7 +19,7 @@ import functools
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import attrs
 
@@ -31,12 +31,14 @@ from .validators import (
     int_at_least,
     is_int,
     nonempty_str,
+    one_of,
     optional_int_at_least,
     optional_nonempty_str,
 )
 
 __all__ = [
     "DEFAULT_FINAL_INSTRUCTION",
+    "TruncatedPolicy",
     "DEFAULT_PLANNING_FOLLOWUP",
     "DEFAULT_PLANNING_INSTRUCTION",
     "LoopConfig",
@@ -44,6 +46,10 @@ __all__ = [
     "idempotency_key",
     "request_id",
 ]
+
+
+TruncatedPolicy = Literal["repair", "continue", "fail"]
+"""What a final answer cut by the token limit earns (``LoopConfig.on_truncated``)."""
 
 
 def request_id(run_id: str, n: int) -> str:
@@ -178,6 +184,12 @@ class LoopConfig:
     """Expected reply length, passed on as a hint."""
     final_instruction: str = attrs.field(default=DEFAULT_FINAL_INSTRUCTION, validator=nonempty_str)
     """The user message of the forced final request."""
+    on_truncated: TruncatedPolicy = attrs.field(
+        default="repair", validator=one_of("repair", "continue", "fail")
+    )
+    """What a final answer cut by the token limit earns: ``"repair"`` (ask for a shorter
+    answer), ``"continue"`` (ask the model to go on; the pieces are joined) or ``"fail"``
+    (``Abort(TRUNCATED)`` at once). Repair and continue turns use ``max_output_retries``."""
     limits: UsageLimits | None = attrs.field(default=None, validator=_check_limits)
     """Usage budgets of the run, checked before each model request and each tool turn
     (``None``: none beyond ``max_turns``)."""
@@ -271,6 +283,7 @@ class LoopConfig:
         put(config, "priority_step", self.priority_step)
         put(config, "expected_output_tokens", self.expected_output_tokens)
         put(config, "final_instruction", self.final_instruction)
+        put(config, "on_truncated", self.on_truncated)
         put(config, "limits", self.limits)
 
         put(config, "planning_interval", self.planning_interval)
@@ -286,6 +299,6 @@ class LoopConfig:
 
 _RUN_ID = attrs.fields(LoopConfig).run_id
 _PARENT_SESSION_ID = attrs.fields(LoopConfig).parent_session_id
-_FOR_RUN_FIELDS = 22  # the fields ``LoopConfig._for_run`` sets
+_FOR_RUN_FIELDS = 23  # the fields ``LoopConfig._for_run`` sets
 if len(attrs.fields(LoopConfig)) != _FOR_RUN_FIELDS:  # pragma: no cover - a maintenance guard
     raise InternalError("LoopConfig._for_run must set every field of LoopConfig")

@@ -60,7 +60,8 @@ class TransportErrorKind(enum.StrEnum):
     """Why a transport could not complete an exchange.
 
     The model client maps each kind to a ``ModelError`` in one table
-    (:mod:`agentcore._codecs.classify`): every kind is worth a retry except ``REFUSED``.
+    (:mod:`agentcore._codecs.classify`): every kind is worth a retry except ``REFUSED`` and
+    ``TOO_LARGE``.
     """
 
     CONNECT = "connect"
@@ -75,6 +76,9 @@ class TransportErrorKind(enum.StrEnum):
     """The peer closed the connection, or the transport was closed."""
     PROTOCOL = "protocol"
     """The response is not valid HTTP."""
+    TOO_LARGE = "too_large"
+    """The reply passed the transport's ``max_reply_bytes`` (announced or received); the
+    connection was closed without reading the rest. The same reply would be as large again."""
     REFUSED = "refused"
     """The request itself cannot be written (a header value with a control character, a URL
     that is not percent-encoded...). Sending it again can never succeed."""

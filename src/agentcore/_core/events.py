@@ -66,6 +66,7 @@ class ErrorKind(enum.Enum):
     QUOTA = "quota"  #: billing / quota exhausted; final
     PROTOCOL = "protocol"  #: a reply that could not be decoded; final
     DEADLINE = "deadline"  #: the run's deadline passed; final
+    REPLY_TOO_LARGE = "reply_too_large"  #: the reply body passed ``max_reply_bytes``; final
 
 
 @attrs.frozen
@@ -193,6 +194,8 @@ class AbortKind(enum.Enum):
     CANCELLED = "cancelled"  #: ``CancelRequested``
     INVALID_INPUT = "invalid_input"  #: the batch input did not fit the task (no run started)
     BUDGET_EXHAUSTED = "budget_exhausted"  #: a usage budget ran out (``AbortReason.budget``)
+    TRUNCATED = "truncated"  #: the final answer was cut by the token limit (``max_tokens``)
+    TOOL_CALL_MISSING = "tool_call_missing"  #: ``tool_choice`` required a tool call; none came
 
 
 @attrs.frozen

@@ -23,6 +23,23 @@ either
   ``config.output``. An unusable answer earns a *repair turn* (a user message quoting the
   problem) while ``max_output_retries`` allows, then ``Abort(OUTPUT_INVALID)``.
 
+Finish reasons are data too. A final answer cut by the token limit (``finish_reason ==
+"length"``) is never a success, even when its text happens to parse: ``config.on_truncated``
+chooses between a repair turn asking for a shorter answer (``"repair"``, the default), a turn
+asking the model to go on where it stopped, whose text is joined to the cut one
+(``"continue"``), and ending the run at once (``"fail"``). Repair and continue turns count
+toward ``max_output_retries``; when it is spent the run ends with ``Abort(TRUNCATED)``. A reply
+without tool calls to a request whose ``tool_choice`` is ``"required"`` is not a final answer
+either: it counts as an invalid tool call (toward
+``max_tool_errors``, ``Abort(TOOL_CALL_MISSING)`` past it) and earns a user message asking for
+the call. Both are counted in :class:`LoopStatistics`.
+
+A tool call whose arguments are not a JSON object is answered with an error that quotes the
+raw text, and the assistant message kept in the transcript carries ``{}`` as that call's
+arguments: servers render the history through a chat template that parses the arguments
+(llama-server answers 500 to a history holding invalid arguments), so the transcript must hold
+only JSON objects while the model still sees what it sent.
+
 After ``max_turns`` tool turns, the next request is the *final* one: no tools, a user message
 with ``final_instruction``, ``hints.final`` set. A final reply that still asks for tools ends
 the run with ``Abort(MAX_TURNS)``. Repair turns do not count as tool turns, so every run makes
@@ -74,6 +91,7 @@ snapshot asks for the same keys again.
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, NoReturn
 
@@ -200,6 +218,10 @@ class LoopSnapshot:
     """Whether the outstanding model request asks for a plan."""
     plans: int = 0
     """Planning requests emitted so far."""
+    partial: str = ""
+    """Text of final answers cut by the token limit, awaiting a ``continue`` turn."""
+    truncated_replies: int = 0
+    missing_tool_calls: int = 0
 
 
 @attrs.frozen
@@ -217,6 +239,10 @@ class LoopStatistics:
     """Tool calls started so far."""
     plans: int = 0
     """Planning requests made (they are also in ``model_calls``)."""
+    truncated_replies: int = 0
+    """Replies cut by the token limit (``finish_reason == "length"``), tool turns included."""
+    missing_tool_calls: int = 0
+    """Replies without the tool call that ``tool_choice`` required."""
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -227,6 +253,21 @@ def _parse_arguments(text: str) -> Any:
     if not text:
         return {}
     return loads_json(text)
+
+
+_QUOTE_LIMIT = 2000
+
+
+def _quoted(text: str) -> str:
+    """The model's raw text for an error message: JSON-quoted, cut to a bounded length."""
+    if len(text) > _QUOTE_LIMIT:
+        text = text[:_QUOTE_LIMIT] + "..."
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _requires_tool(tool_choice: str | None) -> bool:
+    """Whether ``tool_choice`` obliges the model to call a tool."""
+    return tool_choice == "required"
 
 
 def _fix_call_ids(calls: tuple[ToolCall, ...], turn: int) -> tuple[ToolCall, ...]:
@@ -272,9 +313,11 @@ class AgentLoop:
         "_completion_tokens",
         "_config",
         "_final",
+        "_missing_tool_calls",
         "_model_calls",
         "_output_retries",
         "_parent_session_id",
+        "_partial",
         "_pending",
         "_planning",
         "_plans",
@@ -288,6 +331,7 @@ class AgentLoop:
         "_tool_errors",
         "_tool_turns",
         "_transcript",
+        "_truncated",
     )
 
     def __init__(self, config: LoopConfig, messages: Sequence[Message]) -> None:
@@ -357,6 +401,9 @@ class AgentLoop:
         self._pending: dict[str, int] = {}
         self._planning = False
         self._plans = 0
+        self._partial = ""
+        self._truncated = 0
+        self._missing_tool_calls = 0
 
     # ------------------------------------------------------------------ public surface
 
@@ -399,6 +446,8 @@ class AgentLoop:
             self.usage,
             self._tool_calls,
             self._plans,
+            self._truncated,
+            self._missing_tool_calls,
         )
 
     def start(self) -> tuple[Effect, ...]:
@@ -503,6 +552,9 @@ class AgentLoop:
             tool_calls=self._tool_calls,
             planning=self._planning,
             plans=self._plans,
+            partial=self._partial,
+            truncated_replies=self._truncated,
+            missing_tool_calls=self._missing_tool_calls,
         )
 
     @classmethod
@@ -554,6 +606,9 @@ class AgentLoop:
         loop._plans = snapshot.plans
         if snapshot.planning and snapshot.state in (RunState.IDLE, RunState.AWAITING_TOOLS):
             raise ConfigError("inconsistent snapshot: a plan outside of a model request")
+        loop._partial = snapshot.partial
+        loop._truncated = snapshot.truncated_replies
+        loop._missing_tool_calls = snapshot.missing_tool_calls
         if snapshot.state is RunState.AWAITING_TOOLS:
             last = snapshot.transcript[-1] if snapshot.transcript else None
             if not isinstance(last, AssistantMessage) or len(last.tool_calls) != len(
@@ -656,6 +711,9 @@ class AgentLoop:
         if usage.cached_tokens is not None:  # unknown stays distinct from zero (Usage.__add__)
             self._cached_tokens = (self._cached_tokens or 0) + usage.cached_tokens
         message = event.message
+        truncated = event.finish_reason == "length"
+        if truncated:
+            self._truncated += 1
         if self._planning:
             return self._on_plan(message)
         if message.tool_calls:
@@ -668,15 +726,15 @@ class AgentLoop:
                     tuple(self._transcript),
                 )
             return self._start_tool_turn(message)
-        return self._final_answer(message)
+        if not self._final and _requires_tool(self._config.params.tool_choice):
+            return self._missing_tool_call(message)
+        return self._final_answer(message, truncated=truncated)
 
     def _start_tool_turn(self, message: AssistantMessage) -> tuple[Effect, ...]:
         config = self._config
         turn = self._model_calls - 1
         calls = _fix_call_ids(message.tool_calls, turn)
-        if calls is not message.tool_calls:
-            message = AssistantMessage(message.content, calls)
-        self._transcript.append(message)
+        kept = list(calls)  # the calls as the transcript keeps them
         self._tool_turns += 1
         tools = config._tools_by_name
         results: list[ToolMessage | None] = [None] * len(calls)
@@ -695,13 +753,17 @@ class AgentLoop:
                 except ValueError as exc:
                     problem = (
                         f"Error: the arguments of tool {call.name!r} are not valid JSON "
-                        f"({exc}). Send the arguments as one JSON object."
+                        f"({exc}). You sent: {_quoted(call.arguments)}. Send the arguments "
+                        "as one JSON object."
                     )
+                    kept[index] = ToolCall(call.id, call.name, "{}")
                 else:
                     if type(arguments) is not dict:
                         problem = (
-                            f"Error: the arguments of tool {call.name!r} must be a JSON object."
+                            f"Error: the arguments of tool {call.name!r} must be a JSON object. "
+                            f"You sent: {_quoted(call.arguments)}."
                         )
+                        kept[index] = ToolCall(call.id, call.name, "{}")
                     else:
                         try:
                             spec.validator(arguments)
@@ -722,6 +784,10 @@ class AgentLoop:
                         call.id, call.name, arguments, idempotency_key(self._run_id, turn, index)
                     )
                 )
+        if kept != list(message.tool_calls):
+            message = AssistantMessage(message.content, tuple(kept))
+            calls = message.tool_calls
+        self._transcript.append(message)
         if errors:
             self._tool_errors += errors
             if self._tool_errors > config.max_tool_errors:
@@ -789,10 +855,32 @@ class AgentLoop:
         self._transcript.append(UserMessage(self._config.planning_followup))
         return self._request()
 
-    def _final_answer(self, message: AssistantMessage) -> tuple[Effect, ...]:
+    def _missing_tool_call(self, message: AssistantMessage) -> tuple[Effect, ...]:
+        config = self._config
+        self._transcript.append(message)
+        self._missing_tool_calls += 1
+        self._tool_errors += 1
+        if self._tool_errors > config.max_tool_errors:
+            return self._abort(
+                AbortKind.TOOL_CALL_MISSING,
+                f"the reply had no tool call although tool_choice="
+                f"{config.params.tool_choice!r} required one ({self._tool_errors} invalid tool "
+                f"calls, more than max_tool_errors={config.max_tool_errors})",
+                tuple(self._transcript),
+            )
+        names = ", ".join(config._tools_by_name) or "(none)"
+        self._transcript.append(
+            UserMessage(f"A tool call is required here. Call one of the tools: {names}.")
+        )
+        return self._request()
+
+    def _final_answer(self, message: AssistantMessage, *, truncated: bool) -> tuple[Effect, ...]:
         self._transcript.append(message)
         config = self._config
-        text = message.content or ""
+        text = self._partial + (message.content or "")
+        if truncated:
+            return self._truncated_answer(text)
+        self._partial = ""
         if config.output is None:
             if text.strip():
                 return self._finish(text)
@@ -818,6 +906,29 @@ class AgentLoop:
             )
         self._output_retries += 1
         self._transcript.append(UserMessage(repair))
+        return self._request()
+
+    def _truncated_answer(self, text: str) -> tuple[Effect, ...]:
+        config = self._config
+        policy = config.on_truncated
+        problem = "the answer was cut by the token limit (finish_reason=length)"
+        if policy == "fail" or self._output_retries >= config.max_output_retries:
+            spent = "" if policy == "fail" else f" after {self._output_retries} repair turns"
+            return self._abort(AbortKind.TRUNCATED, problem + spent, tuple(self._transcript))
+        self._output_retries += 1
+        if policy == "continue":
+            self._partial = text
+            ask = (
+                "Your answer was cut off by the length limit. Continue it exactly where it "
+                "stopped, without repeating anything."
+            )
+        else:
+            self._partial = ""
+            ask = (
+                "Your answer was cut off by the length limit. Give your complete final answer "
+                "again, shorter."
+            )
+        self._transcript.append(UserMessage(ask))
         return self._request()
 
     def _on_model_failed(self, event: ModelFailed) -> tuple[Effect, ...]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from .._codecs.reply_limit import DEFAULT_MAX_REPLY_BYTES
 from .._core.errors import ConfigError
 from .hosted import HttpxTransport
 from .lean import LeanTransport, Origin
@@ -22,6 +23,7 @@ def make_transport(
     kind: TransportKind,
     max_connections: int,
     verify: bool = True,
+    max_reply_bytes: int | None = DEFAULT_MAX_REPLY_BYTES,
 ) -> Transport:
     """Build the transport for the server at ``base_url``.
 
@@ -31,6 +33,7 @@ def make_transport(
         kind: which implementation to use.
         max_connections: connections kept for reuse; match the number of inference slots.
         verify: verify TLS certificates.
+        max_reply_bytes: the cap on one response body (``None``: no cap).
 
     Returns:
         A transport; close it with ``await transport.aclose()``.
@@ -43,7 +46,11 @@ def make_transport(
     if max_connections < 1:
         raise ConfigError(f"max_connections must be at least 1, not {max_connections}")
     if kind == "lean":
-        return LeanTransport(origin, max_connections=max_connections, verify=verify)
+        return LeanTransport(
+            origin, max_connections=max_connections, verify=verify, max_reply_bytes=max_reply_bytes
+        )
     if kind == "httpx":
-        return HttpxTransport(max_connections=max_connections, verify=verify)
+        return HttpxTransport(
+            max_connections=max_connections, verify=verify, max_reply_bytes=max_reply_bytes
+        )
     raise ConfigError(f"unknown transport kind {kind!r}; use 'lean' or 'httpx'")

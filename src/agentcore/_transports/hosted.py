@@ -24,6 +24,11 @@ import httpx
 import trio
 
 from .._codecs.http import Headers, HttpRequest, HttpResponse, Timeouts
+from .._codecs.reply_limit import (
+    DEFAULT_MAX_REPLY_BYTES,
+    check_max_reply_bytes,
+    reply_too_large,
+)
 from .._core.errors import TransportError, TransportErrorKind
 from .protocol import ResponseStream, refusal
 
@@ -156,10 +161,14 @@ class _BodyChunks:
 class _HttpxResponseStream:
     """A streamed httpx response; :meth:`receive` returns body chunks, then ``b""``."""
 
-    __slots__ = ("_chunks", "_deadline", "_done", "_response", "_stage")
+    __slots__ = ("_cap", "_chunks", "_deadline", "_done", "_left", "_response", "_stage")
 
-    def __init__(self, response: httpx.Response, deadline: float, stage: _Stage) -> None:
+    def __init__(
+        self, response: httpx.Response, deadline: float, stage: _Stage, cap: int | None
+    ) -> None:
         self._response = response
+        self._cap = cap
+        self._left = math.inf if cap is None else cap
         # aiter_bytes is an async generator; it is closed explicitly when the caller leaves.
         self._chunks = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
         self._deadline = deadline
@@ -188,6 +197,10 @@ class _HttpxResponseStream:
                     self._done = True
                     return b""
                 if chunk:
+                    self._left -= len(chunk)
+                    if self._left < 0:
+                        assert self._cap is not None
+                        raise reply_too_large(self._cap, self._cap - int(self._left))
                     return chunk
         if scope.cancelled_caught:
             raise _total_timeout(self._stage)
@@ -211,7 +224,12 @@ class _HttpxStreamContext:
         response = await transport._open(self._request, self._timeouts, deadline, stage)
         self._response = response
         transport._streams_open += 1
-        self._stream = _HttpxResponseStream(response, deadline, stage)
+        self._stream = _HttpxResponseStream(response, deadline, stage, transport._max_reply)
+        try:
+            transport._check_announced(response)
+        except TransportError:
+            await self.__aexit__(None, None, None)
+            raise
         return self._stream
 
     async def __aexit__(
@@ -258,6 +276,18 @@ async def _finish_body_iterator(chunks: AsyncGenerator[bytes, None]) -> None:
     await chunks.aclose()
 
 
+async def _read_capped(chunks: AsyncGenerator[bytes, None], cap: int) -> bytes:
+    """The whole body, failing once it passes ``cap`` bytes (the caller closes ``chunks``)."""
+    pieces: list[bytes] = []
+    left = cap
+    async for chunk in chunks:
+        left -= len(chunk)
+        if left < 0:
+            raise reply_too_large(cap, cap - left)
+        pieces.append(chunk)
+    return b"".join(pieces)
+
+
 class HttpxTransport:
     """A :class:`~agentcore._codecs.http.Transport` backed by one shared ``httpx.AsyncClient``.
 
@@ -267,6 +297,8 @@ class HttpxTransport:
         verify: verify TLS certificates.
         client: use this client instead of building one (tests, custom proxies or auth). The
             transport closes it in :meth:`aclose`.
+        max_reply_bytes: the cap on one response body (see :mod:`agentcore._codecs.reply_limit`);
+            ``None`` for no cap.
     """
 
     def __init__(
@@ -275,7 +307,9 @@ class HttpxTransport:
         max_connections: int,
         verify: bool = True,
         client: httpx.AsyncClient | None = None,
+        max_reply_bytes: int | None = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
+        self._max_reply = check_max_reply_bytes(max_reply_bytes)
         if client is None:
             limits = httpx.Limits(
                 max_connections=max_connections, max_keepalive_connections=max_connections
@@ -339,9 +373,15 @@ class HttpxTransport:
         stage = _Stage()
         deadline = _deadline(timeouts)
         response = await self._open(request, timeouts, deadline, stage)
+        chunks: AsyncGenerator[bytes, None] | None = None
         try:
+            self._check_announced(response)
             with trio.CancelScope(deadline=deadline) as scope, _mapped_errors(stage):
-                body = await response.aread()
+                if self._max_reply is None:
+                    body = await response.aread()
+                else:
+                    chunks = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
+                    body = await _read_capped(chunks, self._max_reply)
                 return HttpResponse(
                     status=response.status_code,
                     headers=[
@@ -353,7 +393,13 @@ class HttpxTransport:
                 raise _total_timeout(stage)
             raise TransportError("read", "body read interrupted", response_started=True)
         finally:
-            await _close_response(response)
+            await _close_response(response, chunks)
+
+    def _check_announced(self, response: httpx.Response) -> None:
+        cap = self._max_reply
+        length = response.headers.get("content-length")
+        if cap is not None and length is not None and length.isdigit() and int(length) > cap:
+            raise reply_too_large(cap, int(length), announced=True)
 
     def open_stream(self, request: HttpRequest, timeouts: Timeouts) -> _HttpxStreamContext:
         """Perform the exchange; the context yields the response as its body arrives.

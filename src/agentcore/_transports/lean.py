@@ -18,11 +18,15 @@ Anything else (an error, a timeout, a cancellation, a caller leaving a stream be
 closes the socket at once, synchronously, so an unknown state is never reused and no socket
 outlives its exchange. The free list holds at most ``max_connections`` entries.
 
-Servers close kept-alive connections whenever they like (llama.cpp does after streamed replies,
-most servers after an idle timeout), and the client learns it only when it next uses the
-socket. So an exchange that fails on a *reused* connection before any byte of the response
-arrived is retried once on a fresh connection. Once a response byte arrived, the server has
-seen the request and nothing is retried.
+Servers close kept-alive connections whenever they like (llama-server does right after every
+streamed reply although it announced keep-alive, most servers after an idle timeout). Before an
+idle connection is reused, a zero-timeout readiness check looks at its socket: an idle HTTP/1.1
+connection has nothing to read, so a readable one has been closed by the peer (or holds bytes
+nobody asked for) and is closed instead of written to. The request is then written once, on a
+live connection. The check cannot see a close that is still in flight; an exchange that fails
+on a *reused* connection before any byte of the response arrived is therefore still retried
+once on a fresh connection. Once a response byte arrived, the server has seen the request and
+nothing is retried.
 
 Requests are written by the transport itself: the codec's headers are checked (token names,
 no control characters in values) and joined behind the request line, ``Host`` and
@@ -54,6 +58,7 @@ import contextlib
 import functools
 import math
 import re
+import select
 import socket
 import ssl
 from types import TracebackType
@@ -65,6 +70,11 @@ import h11
 import trio
 
 from .._codecs.http import Headers, HttpRequest, HttpResponse, Timeouts
+from .._codecs.reply_limit import (
+    DEFAULT_MAX_REPLY_BYTES,
+    check_max_reply_bytes,
+    reply_too_large,
+)
 from .._core.errors import ConfigError, TransportError, TransportErrorKind
 from .chunked import ChunkedBody
 from .protocol import BAD_HEADER_VALUE, HEADER_NAME
@@ -95,6 +105,9 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 # Failure kinds that, on a reused connection and before any response byte, mean the server
 # had dropped the connection while it sat idle.
 _STALE_KINDS = frozenset({"closed", "read", "write"})
+
+# poll() has no descriptor limit; select() (on platforms without poll) does.
+_POLL = getattr(select, "poll", None)
 
 _NEED_DATA = h11.NEED_DATA
 _DONE = h11.DONE
@@ -180,6 +193,8 @@ class LeanTransportStatistics:
     """Exchanges started."""
     retries: int
     """Exchanges retried on a fresh connection after a reused one turned out dead."""
+    closed_by_peer: int = 0
+    """Idle connections found closed by the server before reuse (and not written to)."""
 
 
 class _Connection:
@@ -260,6 +275,26 @@ class _Connection:
         except BlockingIOError:
             return b""
 
+    def peer_closed(self) -> bool:
+        """Whether the idle socket is readable now (zero-timeout check, no read).
+
+        Between exchanges the server has nothing to send, so readable means it closed the
+        connection (EOF or a reset), or sent bytes that belong to no request; either way the
+        connection must not carry another request.
+        """
+        fd = self.sock.fileno()
+        if fd == -1:
+            return True
+        try:
+            if _POLL is not None:
+                poller = _POLL()
+                poller.register(fd, select.POLLIN | select.POLLPRI)
+                return bool(poller.poll(0))
+            readable, _, failed = select.select([fd], [], [fd], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable or failed)
+
     def close(self) -> bool:
         """Close the socket now (no await); ``False`` if it was closed already."""
         sock = self.sock
@@ -325,6 +360,8 @@ class LeanTransport:
         verify: verify the server's TLS certificate (``https`` only).
         ssl_context: the TLS settings to use instead of the default context (``verify`` is
             then ignored).
+        max_reply_bytes: the cap on one response body (see :mod:`agentcore._codecs.reply_limit`);
+            ``None`` for no cap.
     """
 
     def __init__(
@@ -334,9 +371,11 @@ class LeanTransport:
         max_connections: int,
         verify: bool = True,
         ssl_context: ssl.SSLContext | None = None,
+        max_reply_bytes: int | None = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         if max_connections < 1:
             raise ConfigError(f"max_connections must be at least 1, not {max_connections}")
+        self._max_reply = check_max_reply_bytes(max_reply_bytes)
         self._origin = origin
         self._prefixes = _origin_prefixes(origin)
         self._host_line = f"\r\nhost: {origin.authority.encode('idna').decode('ascii')}\r\n"
@@ -351,6 +390,7 @@ class LeanTransport:
         self._discarded = 0
         self._requests = 0
         self._retries = 0
+        self._peer_closed = 0
         self._closed = False
 
     @property
@@ -518,6 +558,7 @@ class LeanTransport:
             connections_opened=self._opened,
             requests=self._requests,
             retries=self._retries,
+            closed_by_peer=self._peer_closed,
         )
 
     async def aclose(self) -> None:
@@ -543,6 +584,7 @@ class _Exchange:
         "conn",
         "deadline",
         "held",
+        "left",
         "limit",
         "phase",
         "scope",
@@ -565,6 +607,9 @@ class _Exchange:
         """Response bytes received but not given to h11 (nor to :attr:`chunked`) yet."""
         self.chunked: ChunkedBody | None = None
         """The decoder of a chunked body until its last chunk; ``None`` when h11 reads."""
+        cap = transport._max_reply
+        self.left = math.inf if cap is None else cap
+        """Body bytes this exchange may still receive."""
 
     def arm(self, seconds: float | None, limit: str) -> None:
         """Bound the next I/O call by ``seconds`` (and the total deadline)."""
@@ -658,6 +703,7 @@ class _Exchange:
                 await self.fill(conn)
             elif type(got) is h11.Response:
                 self.phase = "reading the body"
+                self._check_announced(got)
                 if _is_chunked(got, encoded.standin.method) and not state.trailing_data[0]:
                     self.chunked = ChunkedBody()  # h11 has seen no body byte
                 elif self.held:
@@ -672,6 +718,24 @@ class _Exchange:
                     "protocol", f"unexpected {got!r} before the response", response_started=True
                 )
 
+    def _count(self, size: int) -> None:
+        """Count ``size`` more body bytes against the reply cap."""
+        self.left -= size
+        if self.left < 0:
+            cap = self.transport._max_reply
+            assert cap is not None
+            raise reply_too_large(cap, cap - int(self.left))
+
+    def _check_announced(self, head: h11.Response) -> None:
+        cap = self.transport._max_reply
+        if cap is None:
+            return
+        for name, value in head.headers:
+            if name == b"content-length":
+                size = int(value)  # h11 accepts only digits here
+                if size > cap:
+                    raise reply_too_large(cap, size, announced=True)
+
     async def start(self, encoded: _Encoded) -> h11.Response:
         """Send the request and read the response head, retrying once on a fresh connection
         when a reused one turns out to be dead."""
@@ -679,8 +743,12 @@ class _Exchange:
         if transport._closed:
             raise TransportError("closed", "the transport is closed")
         transport._requests += 1
-        if transport._idle:
-            conn = self.conn = transport._idle.pop()
+        idle = transport._idle
+        while idle and idle[-1].peer_closed():
+            transport._discard(idle.pop())
+            transport._peer_closed += 1
+        if idle:
+            conn = self.conn = idle.pop()
             try:
                 return await self._send_and_read_head(conn, encoded)
             except TransportError as exc:
@@ -728,6 +796,7 @@ class _Exchange:
                         )
                 piece = body.feed(data)
                 if piece:
+                    self._count(len(piece))
                     pieces.append(piece)
                 if body.ended:  # h11 reads the last chunk, the trailer and the end
                     self.chunked = None
@@ -743,7 +812,9 @@ class _Exchange:
                     return b"".join(pieces)
                 await self.fill(conn)
             elif type(got) is h11.Data:
-                pieces.append(got.data)
+                data = got.data
+                self._count(len(data))
+                pieces.append(data)
             elif type(got) is h11.EndOfMessage:
                 self.conn = None
                 self.transport._release(conn)

@@ -1,0 +1,54 @@
+"""The llamacpp:// backend and the per-backend warm-up and reply-cap options."""
+
+from __future__ import annotations
+
+import pytest
+
+import agentcore
+from agentcore import ConfigError, ModelParams
+from agentcore.core import CallModel, OutputSpec, ToolSpec, UserMessage
+
+
+def test_llamacpp_scheme_defaults_to_port_8080_lean_and_slot_copy_warm_up() -> None:
+    configured = agentcore.wire.backend("llamacpp://127.0.0.1", model="m")
+    assert (configured.name, configured.base_url) == ("llamacpp", "http://127.0.0.1:8080/v1")
+    assert (configured.transport, configured.self_hosted) == ("lean", True)
+    assert configured.warm_up == "slots"
+
+
+@pytest.mark.parametrize(
+    ("url", "warm_up"),
+    [("vllm://h:1", "request"), ("sglang://h:1", "request"), ("sim://", "request"),
+     ("http://h:1/v1", "request"), ("https://h/v1", "off")],
+)  # fmt: skip
+def test_warm_up_default_follows_the_backend(url: str, warm_up: str) -> None:
+    assert agentcore.wire.backend(url, model="m").warm_up == warm_up
+
+
+def test_warm_up_can_be_chosen_and_is_validated() -> None:
+    assert agentcore.wire.backend("llamacpp://h", model="m", warm_up="request").warm_up == "request"
+    assert agentcore.wire.backend("vllm://h", model="m", warm_up="off").warm_up == "off"
+    with pytest.raises(ConfigError, match="warm_up"):
+        agentcore.wire.backend("vllm://h", model="m", warm_up="everything")
+
+
+def test_llamacpp_dialect_sends_no_fields_llama_server_would_ignore() -> None:
+    configured = agentcore.wire.backend("http://h:1/v1", model="m", dialect="llamacpp")
+    tool = ToolSpec("search", "", {"type": "object"})
+    call = CallModel("r/0", (UserMessage("hi"),), (tool,), ModelParams(max_tokens=5))
+    request = configured.codec.encode(call)
+    assert b'"priority"' not in request.body and b"cache_salt" not in request.body
+    assert all(name != "x-request-id" for name, _ in request.headers)
+    for option in ("priority", "cache_salt", "rid"):
+        with pytest.raises(ConfigError):
+            agentcore.wire.backend("llamacpp://h", model="m", **{option: True})
+
+
+def test_llamacpp_sends_response_format_only_without_tools() -> None:
+    configured = agentcore.wire.backend("llamacpp://h", model="m")
+    spec = OutputSpec("out", {"type": "object"})
+    tool = ToolSpec("search", "", {"type": "object"})
+    with_tools = CallModel("r/0", (UserMessage("hi"),), (tool,), output=spec)
+    without = CallModel("r/0", (UserMessage("hi"),), (), output=spec)
+    assert b"response_format" not in configured.codec.encode(with_tools).body
+    assert b"response_format" in configured.codec.encode(without).body

@@ -1,0 +1,87 @@
+"""Fixtures for the tests against a real llama.cpp llama-server (CPU, built from source).
+
+These tests run only when asked: ``make test-llamacpp`` builds llama-server through
+``tools/llamacpp/setup.sh`` (cached under ``~/.cache``) and sets ``AGENTCORE_LLAMACPP=1``;
+then a missing binary or a server that does not start fails the tests loudly. Without the
+variable (the plain ``make test``) every test here is skipped at once.
+
+Servers run on free 127.0.0.1 ports with the scripted ``tiny`` model of
+``tools/llamacpp/make_model.py`` (every reply is "Hello! I am a tiny test model.", a tool call
+under ``tool_choice="required"``, valid JSON under a schema), and are stopped by pid.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVER = ROOT / "tools" / "llamacpp" / "server.py"
+REQUIRED = os.environ.get("AGENTCORE_LLAMACPP", "").lower() in ("1", "true", "yes")
+SLOTS = 4
+CTX = 4096
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@attrs.frozen
+class LlamaServer:
+    port: int
+    slots: int
+    ctx: int
+
+    @property
+    def http(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        """``llamacpp://127.0.0.1:PORT``."""
+        return f"llamacpp://127.0.0.1:{self.port}"
+
+    def start(self, *extra: str) -> None:
+        command = [sys.executable, str(SERVER), "start", "--port", str(self.port),
+                   "--slots", str(self.slots), "--ctx", str(self.ctx), "--slot-save"]  # fmt: skip
+        if extra:
+            command += ["--", *extra]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+        if done.returncode != 0:
+            pytest.fail(f"llama-server did not start: {done.stderr.strip()}")
+
+    def stop(self) -> None:
+        subprocess.run([sys.executable, str(SERVER), "stop", "--port", str(self.port)],
+                       capture_output=True, timeout=30, check=False)  # fmt: skip
+
+
+def _server(slots: int = SLOTS, ctx: int = CTX) -> Iterator[LlamaServer]:
+    if not REQUIRED:
+        pytest.skip("needs a real llama-server: run `make test-llamacpp` (AGENTCORE_LLAMACPP=1)")
+    server = LlamaServer(free_port(), slots, ctx)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def llama() -> Iterator[LlamaServer]:
+    """A server shared by a module's tests (do not stop it in a test)."""
+    yield from _server()
+
+
+@pytest.fixture
+def private_llama() -> Iterator[LlamaServer]:
+    """A server of the test's own (fresh caches; the test may stop and restart it)."""
+    yield from _server()

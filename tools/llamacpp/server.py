@@ -1,0 +1,154 @@
+"""Start and stop llama-server on 127.0.0.1, by the pid recorded at start (stdlib only).
+
+    python tools/llamacpp/server.py start --port N [--model tiny] [--slots 8] [--ctx 8192]
+                                          [--slot-save] [-- extra llama-server arguments]
+    python tools/llamacpp/server.py stop --port N
+
+``start`` prints the server's base URL (``http://127.0.0.1:N``) once ``/health`` answers 200.
+Run files live in ``$AGENTCORE_LLAMACPP_HOME/run-PORT``: ``pid``, ``server.log`` and, with
+``--slot-save``, the ``slots/`` directory given to ``--slot-save-path`` (llama-server's slot
+save/restore API, used by agentcore's slot-copy warm-up). ``--model`` is a model name written
+by ``setup.sh`` (``tiny``, ``small``) or a path to a ``.gguf`` file. ``--ctx`` is the context
+of one slot; the server gets ``slots x ctx`` in all (llama-server divides it among slots).
+
+The server always runs with ``--jinja`` (the model's chat template, needed for tool calls),
+``--metrics`` (``/metrics``: prompt tokens computed, read by the benchmark) and
+``--cont-batching``. ``stop`` sends SIGTERM, waits up to 10 s, then SIGKILL, and removes the
+pid file; it never touches a process it did not start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+VERSION = "0.3.36"
+HOME = Path(os.environ.get("AGENTCORE_LLAMACPP_HOME", Path.home() / ".cache/agentcore-llamacpp"))
+BINARY = HOME / VERSION / "bin" / "llama-server"
+MODELS = HOME / "models"
+
+
+def run_dir(port: int) -> Path:
+    return HOME / f"run-{port}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as reply:
+            return bool(reply.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def start(args: argparse.Namespace) -> int:
+    if not BINARY.exists():
+        print(f"llama-server is not built: run tools/llamacpp/setup.sh ({BINARY})", file=sys.stderr)
+        return 1
+    model = Path(args.model) if args.model.endswith(".gguf") else MODELS / f"{args.model}.gguf"
+    if not model.exists():
+        print(f"no model {model}: run tools/llamacpp/setup.sh", file=sys.stderr)
+        return 1
+    where = run_dir(args.port)
+    pid_file = where / "pid"
+    if pid_file.exists() and _alive(int(pid_file.read_text())):
+        print(f"llama-server already runs on port {args.port}", file=sys.stderr)
+        return 1
+    where.mkdir(parents=True, exist_ok=True)
+    command = [
+        str(BINARY), "-m", str(model), "-a", model.stem,
+        "--host", "127.0.0.1", "--port", str(args.port),
+        "-np", str(args.slots), "-c", str(args.slots * args.ctx),
+        "-t", str(args.threads or os.cpu_count() or 1),
+        "--jinja", "--metrics", "--cont-batching", "--no-webui",
+    ]  # fmt: skip
+    if args.slot_save:
+        slots = where / "slots"
+        shutil.rmtree(slots, ignore_errors=True)
+        slots.mkdir()
+        command += ["--slot-save-path", f"{slots}/"]
+    command += args.extra
+    with (where / "server.log").open("wb") as log:
+        process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+    pid_file.write_text(str(process.pid))
+    deadline = time.monotonic() + args.wait
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pid_file.unlink(missing_ok=True)
+            tail = (where / "server.log").read_text(errors="replace").splitlines()[-15:]
+            print("llama-server exited at start:\n" + "\n".join(tail), file=sys.stderr)
+            return 1
+        if _healthy(args.port):
+            print(f"http://127.0.0.1:{args.port}")
+            return 0
+        time.sleep(0.1)
+    stop_pid(process.pid)
+    pid_file.unlink(missing_ok=True)
+    print(f"llama-server did not become healthy within {args.wait} s", file=sys.stderr)
+    return 1
+
+
+def stop_pid(pid: int) -> None:
+    if not _alive(pid):
+        return
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _alive(pid):
+        os.kill(pid, signal.SIGKILL)
+    # Reap it when it is our own child (a server started by this process).
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def stop(args: argparse.Namespace) -> int:
+    pid_file = run_dir(args.port) / "pid"
+    if not pid_file.exists():
+        return 0
+    stop_pid(int(pid_file.read_text()))
+    pid_file.unlink(missing_ok=True)
+    shutil.rmtree(run_dir(args.port) / "slots", ignore_errors=True)  # saved KV caches: MBs each
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="llama-server on 127.0.0.1")
+    commands = parser.add_subparsers(dest="command", required=True)
+    up = commands.add_parser("start")
+    up.add_argument("--port", type=int, required=True)
+    up.add_argument("--model", default="tiny")
+    up.add_argument("--slots", type=int, default=8)
+    up.add_argument("--ctx", type=int, default=8192, help="context tokens per slot")
+    up.add_argument("--threads", type=int, default=0)
+    up.add_argument("--slot-save", action="store_true", help="enable the slot save/restore API")
+    up.add_argument("--wait", type=float, default=60.0)
+    up.add_argument("extra", nargs="*", help="more llama-server arguments (after --)")
+    down = commands.add_parser("stop")
+    down.add_argument("--port", type=int, required=True)
+    args = parser.parse_args(argv)
+    return start(args) if args.command == "start" else stop(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -217,6 +217,8 @@ def _draw(path: str | os.PathLike[str], scan: dict[str, Any]) -> str:
                     f"<title>{escape(tip + more)}</title></rect>"
                 )
                 short = tip.split(":", 1)[0].replace("agent ", "a").split(" · ")[0]
+                if " calls)" in short and x1 - x0 <= 5.5 * len(short) + 4:
+                    short = short[short.index("(") + 1 : -1]  # "3 calls" for a shared execution
                 if text and count == 1 and x1 - x0 > 5.5 * len(short) + 4:
                     out.append(
                         f"<text x='{x0 + 2:.1f}' y='{yy + height - 4:.1f}' font-size='9' "

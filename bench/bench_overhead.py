@@ -22,7 +22,10 @@ Measured per run: wall time of the batch (inside the contender), the batch's CPU
 the contender), the whole process's CPU time and peak RSS (``wait4``: interpreter start-up and
 imports included), and the server's CPU time. Medians of ``--repeats`` runs.
 
-Run: ``.venv/bin/python bench/bench_overhead.py`` (``--help`` for the knobs).
+Run: ``.venv/bin/python bench/bench_overhead.py`` (``--help`` for the knobs). With
+``--ref-src DIR`` (the ``src`` folder of another checkout, e.g. from ``git archive``) the
+contender ``agentcore-ref`` runs the same runner on that version of the package, to compare two
+versions in one run.
 """
 
 from __future__ import annotations
@@ -50,7 +53,14 @@ from _common import (
     table,
 )
 
-CONTENDERS = ("agentcore", "minimal", "minimal-per-slot", "batchagent", "batchagent-nokvflow")
+CONTENDERS = (
+    "agentcore",
+    "minimal",
+    "minimal-per-slot",
+    "batchagent",
+    "batchagent-nokvflow",
+    "agentcore-ref",
+)
 
 
 class ServerProcess:
@@ -95,7 +105,7 @@ _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def contender_argv(name: str, workload_file: Path, port: int, slots: int) -> list[str]:
-    if name == "agentcore":
+    if name in ("agentcore", "agentcore-ref"):
         return [project_python(), str(BASELINES / "agentcore_runner.py"), str(workload_file),
                 "--url", f"vllm://127.0.0.1:{port}", "--slots", str(slots)]  # fmt: skip
     if name.startswith("minimal"):
@@ -114,10 +124,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slots", type=int, default=32)
     parser.add_argument("--latency", type=float, default=0.05, help="model seconds per request")
     parser.add_argument("--tool-latency", type=float, default=0.1)
-    parser.add_argument("--contenders", default=",".join(CONTENDERS))
+    parser.add_argument("--contenders", default=",".join(CONTENDERS[:-1]))
     parser.add_argument("--time-limit", type=float, default=120.0, help="seconds per run")
     parser.add_argument("--json", default=None, help="also write every run to this file")
+    parser.add_argument(
+        "--ref-src", default=None, help="src folder of the package version agentcore-ref runs"
+    )
     args = parser.parse_args(argv)
+    if "agentcore-ref" in args.contenders and not args.ref_src:
+        print("agentcore-ref needs --ref-src", file=sys.stderr)
+        return 2
     contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
     if set(contenders) - set(CONTENDERS):
         print(f"choose contenders from {CONTENDERS}", file=sys.stderr)
@@ -139,6 +155,11 @@ def main(argv: list[str] | None = None) -> int:
                     measured = run_measured(
                         contender_argv(name, workload_file, server.port, args.slots),
                         timeout=args.time_limit,
+                        env=(
+                            {**os.environ, "PYTHONPATH": args.ref_src}
+                            if name == "agentcore-ref"
+                            else None
+                        ),
                     )
                     result = {
                         **measured.report,

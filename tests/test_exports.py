@@ -30,7 +30,8 @@ NAMESPACES = {
         "ModelParams", "Usage", "AbortKind", "AbortReason", "ErrorKind", "ModelError",
         "ToolError", "Budget", "BudgetExceeded", "UsageLimits",
         # tools
-        "Tool", "tool", "ToolExecutorStatistics", "ToolStatistics",
+        "Tool", "tool", "ToolExecutorStatistics", "ToolStatistics", "RunContext",
+        "McpServer", "McpToolError", "open_mcp_tools",
         # the driver
         "Driver", "open_driver", "Fallback", "FallbackPolicy", "Result", "ResultStream",
         "RunTimings", "Timeouts",
@@ -42,6 +43,7 @@ NAMESPACES = {
         "Generation", "GenerationError", "GenerationStream", "ModelDelta", "ModelReplied",
         "RequestFailed", "RequestStarted", "RetryScheduled", "RunAborted", "RunFinished",
         "StepEvent", "StepSink", "StepStream", "ToolEnded", "ToolStarted", "Agent",
+        "BackendUnavailable",
         # seeing what a batch did
         "render_timeline",
     },
@@ -50,7 +52,7 @@ NAMESPACES = {
         "LocalProtocolError",
         "Abort", "CallModel", "CallTool", "CancelRequested", "Effect", "Event", "Finish",
         "ModelFailed", "ModelResponded", "ToolFailed", "ToolReturned",
-        "AgentHints", "AssistantMessage", "Message", "OutputSpec", "ServerTiming",
+        "AgentHints", "AssistantMessage", "Image", "Message", "OutputSpec", "ServerTiming",
         "SystemMessage", "ToolCall", "ToolMessage", "ToolSpec", "UserMessage",
         "SlotQueue", "dumps", "loads",
     },

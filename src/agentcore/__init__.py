@@ -54,9 +54,13 @@ if TYPE_CHECKING:
     from ._core.budgets import UsageLimits as UsageLimits
 
     # tools
+    from ._context import RunContext as RunContext
     from ._tools import Tool as Tool
     from ._tools import tool as tool
     from ._tool_executor import ToolExecutorStatistics as ToolExecutorStatistics
+    from ._mcp import McpServer as McpServer
+    from ._mcp import McpToolError as McpToolError
+    from ._mcp import open_mcp_tools as open_mcp_tools
     from ._tool_executor import ToolStatistics as ToolStatistics
 
     # the trio driver (docs/driver.md)
@@ -75,6 +79,7 @@ if TYPE_CHECKING:
     from ._stats import Summary as Summary
 
     # the batch layer (docs/batch.md)
+    from ._warmup import BackendUnavailable as BackendUnavailable
     from ._batch import BatchStream as BatchStream
     from ._batch import MapReduceResult as MapReduceResult
     from ._batch import map_reduce as map_reduce
@@ -128,9 +133,13 @@ _EXPORTS: dict[str, str] = {
     "BudgetExceeded": "_core.budgets",
     "UsageLimits": "_core.budgets",
     # tools
+    "RunContext": "_context",
     "Tool": "_tools",
     "tool": "_tools",
     "ToolExecutorStatistics": "_tool_executor",
+    "McpServer": "_mcp",
+    "McpToolError": "_mcp",
+    "open_mcp_tools": "_mcp",
     "ToolStatistics": "_tool_executor",
     # the trio driver (docs/driver.md)
     "Driver": "_driver",
@@ -147,6 +156,7 @@ _EXPORTS: dict[str, str] = {
     "RequestStats": "_stats",
     "Summary": "_stats",
     # the batch layer (docs/batch.md)
+    "BackendUnavailable": "_warmup",
     "BatchStream": "_batch",
     "MapReduceResult": "_batch",
     "map_reduce": "_batch",
@@ -185,6 +195,7 @@ __all__ = [
     "Agent",
     "AbortReason",
     "AgentcoreError",
+    "BackendUnavailable",
     "BatchStream",
     "Budget",
     "BudgetExceeded",
@@ -201,6 +212,8 @@ __all__ = [
     "InternalError",
     "MapReduceResult",
     "ModelDelta",
+    "McpServer",
+    "McpToolError",
     "ModelError",
     "ModelParams",
     "ModelReplied",
@@ -214,6 +227,7 @@ __all__ = [
     "RetryScheduled",
     "RunAborted",
     "RunFinished",
+    "RunContext",
     "RunTimings",
     "SlotStatistics",
     "StepEvent",
@@ -236,6 +250,7 @@ __all__ = [
     "map_reduce",
     "open_batch",
     "open_driver",
+    "open_mcp_tools",
     "render_timeline",
     "run_batch",
     "tool",

@@ -15,7 +15,7 @@ import secrets
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, NamedTuple, TypeVar, cast
 
 import attrs
 import cattrs
@@ -34,7 +34,7 @@ from ._driver import Driver
 from ._model_client import ModelClient
 from ._observe.log import BATCH
 from ._open import open_driver
-from ._results import Result, ResultStream, RunTimings
+from ._results import Group, Result, ResultStream, RunTimings
 from ._steps import StepSink
 from ._task import RenderError, Task, compile_job, job_run_id
 from ._tools import Tool
@@ -46,7 +46,14 @@ P = TypeVar("P")
 M = TypeVar("M")
 R = TypeVar("R")
 
-__all__ = ["BatchStream", "MapReduceResult", "map_reduce", "open_batch", "run_batch", "warm_prefix"]
+__all__ = [
+    "BatchStream",
+    "MapReduceResult",
+    "map_reduce",
+    "open_batch",
+    "run_batch",
+    "warm_prefix",
+]
 
 
 BATCH_SLOT_POLICY = "priority"
@@ -126,8 +133,11 @@ def _loops(  # noqa: PLR0917 - private helper, called twice
     indices: list[int],
     early: deque[Result[Any]],
     parent_session_id: str | None,
+    described: dict[int, tuple[int, Any]],
 ) -> Iterator[AgentLoop]:
     # Consumed lazily by the driver, so a huge input list is never compiled all at once.
+    # ``described`` holds each compiled loop's input until the driver opens its run (the
+    # run's ``RunContext`` carries it), so it never holds more than the loops in hand.
     for index, value in enumerate(inputs):
         try:
             loop = compile_job(
@@ -136,6 +146,7 @@ def _loops(  # noqa: PLR0917 - private helper, called twice
         except RenderError as exc:
             early.append(_invalid_input(index, exc, trio.current_time()))
             continue
+        described[len(indices)] = (index, value)
         indices.append(index)
         yield loop
 
@@ -156,6 +167,22 @@ def _strategy(warm: bool | str | None, driver: Driver) -> WarmUp:
     return warm
 
 
+def _check_driver_tools(driver: Driver, tools: Sequence[Tool[..., Any]]) -> None:
+    """Refuse a driver that lacks a task's tools: every call would fail as ``unknown_tool``
+    while the runs still end ``ok``."""
+    has = driver.executor.tools
+    missing = [
+        t.name if t.name not in has else f"{t.name} (the driver has another tool of that name)"
+        for t in tools
+        if has.get(t.name) is not t
+    ]
+    if missing:
+        raise ConfigError(
+            f"the driver was opened without the task's tools: {', '.join(missing)} "
+            f"(it has: {', '.join(sorted(has)) or 'none'}); pass them to open_driver(tools=...)"
+        )
+
+
 @asynccontextmanager
 async def _driver_for(
     stack_tools: Sequence[Tool[..., Any]],
@@ -172,6 +199,7 @@ async def _driver_for(
     if driver is not None:
         if backend is not None or driver_options:
             raise ConfigError("pass either driver= or backend options, not both")
+        _check_driver_tools(driver, stack_tools)
         yield driver, _strategy(warm, driver)
         return
     if backend is None:
@@ -186,7 +214,7 @@ async def _driver_for(
 @asynccontextmanager
 async def open_batch(
     task: Task[T],
-    inputs: Iterable[Any],
+    inputs: Iterable[object],
     *,
     backend: str | Backend | ModelClient | None = None,
     model: str = "",
@@ -199,6 +227,7 @@ async def open_batch(
     budget: UsageLimits | None = None,
     on_budget: OnBudget = "finish",
     steps: StepSink | None = None,
+    deps: Any = None,
     **driver_options: Any,
 ) -> AsyncIterator[BatchStream[T]]:
     """Run ``task`` over ``inputs``; results arrive in completion order.
@@ -224,7 +253,8 @@ async def open_batch(
             every slot). ``None``: the strategy of the driver's backend
             (``backend(warm_up=...)``; off for hosted APIs and model clients), whether the
             driver is opened here or given; ``True``: that strategy, at least ``"request"``;
-            ``False``: off.
+            ``False``: off. A warm-up request that fails for good raises
+            :class:`~agentcore.BackendUnavailable` before any agent runs.
         batch_id: the prefix of run and session ids (default: a fresh random id).
         timeout: seconds each agent may take.
         max_active: agents in progress at once (bounds memory for huge batches).
@@ -234,17 +264,30 @@ async def open_batch(
             ``AbortKind.BUDGET_EXHAUSTED``.
         on_budget: ``"finish"`` lets the agents already going end on their own;
             ``"cancel"`` ends them at once with the budget as their reason.
-
+        deps: any object, handed to tools that take a :class:`~agentcore.RunContext`
+            (``ctx.deps``), with the run's index and input.
         steps: receives every agent's step events (``Driver.stream``; docs/watching.md).
         **driver_options: passed to :func:`agentcore.open_driver`; ``slot_policy`` defaults to
             ``"priority"`` here (near-done agents first: earlier results, same wall time).
 
     Yields:
         A :class:`BatchStream`. Leaving the block early cancels what is still running.
+
+    Raises:
+        ConfigError: ``driver`` lacks some of the task's tools, or options conflict.
+        BackendUnavailable: the warm-up request failed for good (no agent was run).
     """
     batch_id = batch_id or new_batch_id()
     indices: list[int] = []
     early: deque[Result[Any]] = deque()
+    if task.fallback:
+        if driver is not None:
+            raise ConfigError(
+                "the task has fallbacks, but an open driver= was given: give the fallbacks "
+                "to open_driver"
+            )
+        if "fallback" not in driver_options:
+            driver_options = {**driver_options, "fallback": task.fallback}
     async with AsyncExitStack() as stack:
         opened, warm_up = await stack.enter_async_context(
             _driver_for(
@@ -260,17 +303,12 @@ async def open_batch(
         report = None
         if warm_up != "off":
             report = await warm_up_cache(opened, task, batch_id=batch_id, strategy=warm_up)
-        loops = _loops(task, inputs, batch_id, indices, early, None)
-        results = await stack.enter_async_context(
-            opened.stream(
-                loops,
-                timeout=timeout,
-                max_active=max_active,
-                budget=budget,
-                on_budget=on_budget,
-                steps=steps,
-            )
+        described: dict[int, tuple[int, Any]] = {}
+        loops = _loops(task, inputs, batch_id, indices, early, None, described)
+        group = opened._group(
+            steps=steps, deps=deps, describe=described.pop, budget=budget, on_budget=on_budget
         )
+        results = await stack.enter_async_context(opened._stream(loops, timeout, max_active, group))
         BATCH.info("batch %s (%s) started", batch_id, task.name, extra={"batch_id": batch_id})
         yield BatchStream[T](results, indices, early, report)
         stats = opened.statistics()
@@ -287,7 +325,7 @@ async def open_batch(
 
 async def run_batch(
     task: Task[T],
-    inputs: Iterable[Any],
+    inputs: Iterable[object],
     *,
     backend: str | Backend | ModelClient | None = None,
     model: str = "",
@@ -313,12 +351,11 @@ async def run_batch(
     return collected
 
 
-@attrs.frozen
-class MapReduceResult(Generic[P, M, R]):
+class MapReduceResult(NamedTuple, Generic[P, M, R]):
     """The three stages of :func:`map_reduce`. Unpacks as ``plan, answers, summary``.
 
     ``MapReduceResult[P, M, R]`` holds the results of a ``Task[P]`` plan, ``Task[M]`` map
-    agents and a ``Task[R]`` reducer.
+    agents and a ``Task[R]`` reducer; unpacked, each name keeps its own type.
     """
 
     plan: Result[P]
@@ -326,9 +363,6 @@ class MapReduceResult(Generic[P, M, R]):
     """One result per planned item, in plan order (failed ones included)."""
     summary: Result[R] | None
     """The reduce agent's result; ``None`` when the plan failed."""
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter((self.plan, self.answers, self.summary))
 
 
 def _default_items(output: Any) -> list[Any]:
@@ -362,8 +396,8 @@ async def map_reduce(
     plan: Task[P],
     map: Task[M],
     reduce: Task[R],
-    input: Any,
-    items: Callable[[P], Iterable[Any]] | None = None,
+    input: object,
+    items: Callable[[P], Iterable[object]] | None = None,
     backend: str | Backend | ModelClient | None = None,
     model: str = "",
     max_inflight: int = 32,
@@ -371,6 +405,7 @@ async def map_reduce(
     warm: bool | str | None = None,
     batch_id: str | None = None,
     timeout: float | None = None,
+    deps: Any = None,
     **driver_options: Any,
 ) -> MapReduceResult[P, M, R]:
     """Plan, then map over the plan's items, then reduce the answers.
@@ -403,21 +438,29 @@ async def map_reduce(
         driver_options=driver_options,
     ) as (opened, warm_up):
         plan_results = await run_batch(
-            plan, [input], driver=opened, warm=False, batch_id=f"{batch_id}p", timeout=timeout
+            plan,
+            [input],
+            driver=opened,
+            warm=False,
+            batch_id=f"{batch_id}p",
+            timeout=timeout,
+            deps=deps,
         )
         plan_result = plan_results[0]
         if plan_result.status != "ok":
             return MapReduceResult(plan_result, (), None)
-        split: Callable[[P], Iterable[Any]] = items or _default_items
+        split: Callable[[P], Iterable[object]] = items or _default_items
         planned = list(split(cast("P", plan_result.output)))
         indices: list[int] = []
         early: deque[Result[Any]] = deque()
         if warm_up != "off":
             await warm_up_cache(opened, map, batch_id=f"{batch_id}m", strategy=warm_up)
         answers: list[Result[M]] = []
+        described: dict[int, tuple[int, Any]] = {}
         planner = job_run_id(f"{batch_id}p", 0)
-        loops = _loops(map, planned, f"{batch_id}m", indices, early, planner)
-        async with opened.stream(loops, timeout=timeout) as stream:
+        loops = _loops(map, planned, f"{batch_id}m", indices, early, planner, described)
+        group = Group(deps=deps, describe=described.pop)
+        async with opened._stream(loops, timeout, None, group) as stream:
             async for result in BatchStream[M](stream, indices, early):
                 answers.append(result)
         answers.sort(key=lambda r: r.index)
@@ -434,5 +477,6 @@ async def map_reduce(
             warm=False,
             batch_id=f"{batch_id}r",
             timeout=timeout,
+            deps=deps,
         )
         return MapReduceResult(plan_result, tuple(answers), reduced[0])

@@ -11,6 +11,7 @@ Exit codes (also in ``agentcore --help``):
 from __future__ import annotations
 
 import argparse
+import inspect
 import math
 import os
 import sys
@@ -75,6 +76,7 @@ def read_inputs(path: Path, task: Task | None = None) -> list[Any]:
             continue
         if task is not None:
             try:
+                task.check_input(value)  # names the missing placeholders and the keys
                 render_prompt(task, value)
             except RenderError as exc:
                 problems.append(f"{path}:{number}: {exc}")
@@ -109,11 +111,42 @@ def finished_indices(path: Path) -> set[int]:
     return done
 
 
+def drop_unfinished(path: Path) -> int:
+    """Remove the lines of inputs that did not finish ``ok`` (failed, cancelled) from an output
+    file, so that a resumed run runs them again; a torn last line is cut off too. The file is
+    replaced atomically. Returns how many lines were removed."""
+    if not path.exists():
+        return 0
+    data = path.read_bytes()
+    lines = data[: data.rfind(b"\n") + 1].splitlines(keepends=True)
+    kept: list[bytes] = []
+    for line in lines:
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            kept.append(line)  # not ours to judge; resuming ignores it
+            continue
+        if not isinstance(record, dict) or record.get("status") in (None, "ok"):
+            kept.append(line)
+    spare = path.with_name(path.name + ".retry-failed")
+    spare.write_bytes(b"".join(kept))
+    os.replace(spare, path)
+    return len(lines) - len(kept)
+
+
 def result_record(result: Result, index: int, *, transcript: bool = False) -> dict[str, Any]:
-    """The JSON object written for one finished input."""
-    error = None
+    """The JSON object written for one finished input.
+
+    A failed input's ``error`` holds the abort ``kind`` and ``message`` and, when a model
+    request failed, the model error's kind (``model_error``: ``not_found``, ``auth``,
+    ``connection``...) and its ``http_status`` (``null`` without a response).
+    """
+    error: dict[str, Any] | None = None
     if result.error is not None:
         error = {"kind": result.error.kind.value, "message": result.error.message}
+        cause = result.error.error
+        error["model_error"] = cause.kind.value if cause is not None else None
+        error["http_status"] = cause.status if cause is not None else None
     record: dict[str, Any] = {
         "index": index,
         "status": result.status,
@@ -219,6 +252,7 @@ async def _execute(
     transcripts: bool,
     progress_enabled: bool,
     driver_options: dict[str, Any],
+    batch_options: dict[str, Any] | None = None,
 ) -> tuple[list[Result], DriverStatistics]:
     results: list[Result] = []
     progress = _Progress(len(inputs), sys.stderr, progress_enabled)
@@ -235,7 +269,13 @@ async def _execute(
                         await trio.sleep(0.25)
 
                 nursery.start_soon(refresh)
-            async with open_batch(task, inputs, driver=driver, batch_id=new_batch_id()) as stream:
+            async with open_batch(
+                task,
+                inputs,
+                driver=driver,
+                batch_id=new_batch_id(),
+                **(batch_options or {}),
+            ) as stream:
                 async for result in stream:
                     results.append(result)
                     progress.done += 1
@@ -256,6 +296,10 @@ def _driver_options(args: argparse.Namespace) -> dict[str, Any]:
     options: dict[str, Any] = {}
     if args.stream is not None:
         options["stream"] = args.stream
+    if getattr(args, "slot_policy", None) is not None:
+        options["slot_policy"] = args.slot_policy
+    if getattr(args, "adaptive", False):
+        options["adaptive"] = True
     if getattr(args, "api_key_env", None):
         key = os.environ.get(args.api_key_env)
         if not key:
@@ -264,12 +308,17 @@ def _driver_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
+_DRIVER_PARAMETERS = frozenset(inspect.signature(open_driver).parameters) - {"backend_options"}
+
+
 def _check_run_args(args: argparse.Namespace, options: dict[str, Any]) -> None:
     """Everything a run needs that can be checked without running it (nothing is touched)."""
     max_inflight = args.max_inflight
     if max_inflight < 1:
         raise ConfigError(f"--max-inflight must be a positive integer, got {max_inflight}")
-    make_backend(args.backend, model=args.model or "check", **options)
+    # Only the backend's own options: ``slot_policy=``, ``retry=``... are the driver's.
+    dialect = {k: v for k, v in options.items() if k not in _DRIVER_PARAMETERS}
+    make_backend(args.backend, model=args.model or "check", **dialect)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -282,6 +331,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.trace:
         check_output_path(Path(args.trace))
         options["trace"] = args.trace
+    if args.retry_failed:
+        if args.force:
+            raise ConfigError(
+                "--retry-failed continues the output; it cannot be combined with --force"
+            )
+        retried = drop_unfinished(out_path)
+        print(f"retrying {retried} failed or cancelled inputs", file=sys.stderr)
+        args.resume = True  # and run the inputs not in the output yet, as --resume does
     if out_path.exists() and out_path.stat().st_size and not (args.resume or args.force):
         raise ConfigError(
             f"{out_path} exists: pass --resume to continue it or --force to overwrite it"
@@ -312,6 +369,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 transcripts=args.transcripts,
                 progress_enabled=sys.stderr.isatty() and not args.quiet,
                 driver_options=options,
+                batch_options={"timeout": args.timeout, "max_active": args.max_active},
             )
         )
     finally:
@@ -385,6 +443,26 @@ def _cmd_sim(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agentcore",
@@ -407,6 +485,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--model", default="sim", help="model name sent to the backend")
     run.add_argument("--max-inflight", type=int, default=32, help="inference slots")
     run.add_argument("--resume", action="store_true", help="skip inputs already in the output")
+    run.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="run failed and cancelled inputs again, replacing their lines (implies --resume)",
+    )
     run.add_argument("--force", action="store_true", help="overwrite an existing output")
     run.add_argument("--transcripts", action="store_true", help="include transcripts")
     run.add_argument("--api-key-env", help="environment variable holding the API key")
@@ -415,6 +498,29 @@ def _parser() -> argparse.ArgumentParser:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="stream replies (default: the backend's default)",
+    )
+    run.add_argument(
+        "--slot-policy",
+        choices=("fifo", "priority"),
+        default=None,
+        help="order of waiting model requests (default: priority, near-done agents first)",
+    )
+    run.add_argument(
+        "--adaptive",
+        action="store_true",
+        help="shrink the slot limit when the server signals overload, grow it back on success",
+    )
+    run.add_argument(
+        "--max-active",
+        type=_positive_int,
+        default=None,
+        help="agents in progress at once (default: all; bounds memory for huge batches)",
+    )
+    run.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=None,
+        help="seconds each agent may take (default: no limit)",
     )
     run.add_argument("-q", "--quiet", action="store_true", help="no progress or summary")
     run.add_argument(
@@ -460,21 +566,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"agentcore: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except BaseException as exc:
-        # Ctrl-C, or a configuration error found once the run started, reaches us wrapped in
-        # the exception groups of the batch's nurseries.
-        if isinstance(exc, BaseExceptionGroup) and not interrupted(exc):
-            config, rest = exc.split(ConfigError)
-            if config is not None and rest is None:
-                first: BaseException = config
-                while isinstance(first, BaseExceptionGroup):
-                    first = first.exceptions[0]
-                print(f"agentcore: error: {first}", file=sys.stderr)
-                return EXIT_USAGE
-        if not interrupted(exc):
+        # Ctrl-C, and a configuration error found inside the batch's nursery (the warm-up
+        # failing for good), reach us wrapped in the exception groups of the nurseries.
+        if interrupted(exc):
+            print("\nagentcore: interrupted; finished results are in the output", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        single = _only_config_error(exc) if isinstance(exc, BaseExceptionGroup) else None
+        if single is None:
             raise
-        print("\nagentcore: interrupted; finished results are in the output", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        print(f"agentcore: error: {single}", file=sys.stderr)
+        return EXIT_USAGE
     return code
+
+
+def _only_config_error(group: BaseExceptionGroup[BaseException]) -> ConfigError | None:
+    while len(group.exceptions) == 1 and isinstance(group.exceptions[0], BaseExceptionGroup):
+        group = group.exceptions[0]
+    if len(group.exceptions) == 1 and isinstance(group.exceptions[0], ConfigError):
+        return group.exceptions[0]
+    return None
 
 
 if __name__ == "__main__":

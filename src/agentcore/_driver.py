@@ -44,7 +44,7 @@ from __future__ import annotations
 import logging
 import math
 import random
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
@@ -125,7 +125,9 @@ class Driver:
         primary_name: str = "primary",
         self_hosted: bool = False,
         backend: Backend | None = None,
+        deps: Any = None,
     ) -> None:
+        self._deps = deps
         self._self_hosted = self_hosted
         self._client = client
         self.backend = backend
@@ -217,6 +219,7 @@ class Driver:
     ) -> Run:
         scope = trio.CancelScope(deadline=math.inf if deadline is None else deadline)
         run = Run(index, loop, scope, trio.current_time())
+        run.deps = self._deps
         if self._observer is not None:
             self._observer.run_started(index, run.started)
         everything = self._everything
@@ -229,6 +232,10 @@ class Driver:
             run.steps = group.steps
             if group.cancelled:
                 run.cancel()
+            if group.deps is not None:
+                run.deps = group.deps
+            if group.describe is not None:
+                run.input_index, run.input = group.describe(index)
         return run
 
     def _close_run(self, run: Run, group: Group | None) -> None:
@@ -258,11 +265,11 @@ class Driver:
                     run.tool_started()
                     try:
                         if run.steps is None:
-                            event = await self._executor.call(effect)
+                            event = await self._executor.call(effect, run.tool_context)
                         else:
                             await run.steps.settle()
                             event = await observed_tool_call(
-                                self._executor, run.steps, run.index, effect
+                                self._executor, run.steps, run.index, effect, run.tool_context
                             )
                     finally:
                         run.tool_ended()
@@ -324,8 +331,10 @@ class Driver:
             run.tool_started()
             try:
                 if run.steps is None:
-                    return await self._executor.call(call)
-                return await observed_tool_call(self._executor, run.steps, run.index, call)
+                    return await self._executor.call(call, run.tool_context)
+                return await observed_tool_call(
+                    self._executor, run.steps, run.index, call, run.tool_context
+                )
             finally:
                 run.tool_ended()
         run.pending_model = call
@@ -406,6 +415,7 @@ class Driver:
         budget: UsageLimits | None = None,
         on_budget: OnBudget = "finish",
         steps: StepSink | None = None,
+        deps: Any = None,
     ) -> AsyncIterator[ResultStream]:
         """Run many loops at once; results arrive in completion order.
 
@@ -432,17 +442,43 @@ class Driver:
                 (``failed``, with the budget as the reason).
             steps: a :class:`StepSink` that receives the step events of every run (see
                 docs/watching.md); ``None``: no events are built.
+            deps: the ``deps`` of these runs' :class:`~agentcore.RunContext` (``None``: the
+                driver's).
 
         Yields:
             The :class:`ResultStream`.
         """
-        if max_active is not None and max_active < 1:
-            raise ConfigError(f"max_active must be at least 1, got {max_active}")
-        group = Group(steps=steps)
+        group = self._group(steps=steps, deps=deps, budget=budget, on_budget=on_budget)
+        async with self._stream(loops, timeout, max_active, group) as results:
+            yield results
+
+    def _group(
+        self,
+        *,
+        steps: StepSink | None = None,
+        deps: Any = None,
+        describe: Callable[[int], tuple[int, Any]] | None = None,
+        budget: UsageLimits | None = None,
+        on_budget: OnBudget = "finish",
+    ) -> Group:
+        """The runs of one batch: their step sink, ``deps``, inputs and usage budget."""
+        group = Group(steps=steps, deps=deps, describe=describe)
         if budget is not None:
             if not isinstance(budget, UsageLimits):
                 raise ConfigError(f"budget must be a UsageLimits, got {budget!r}")
             group.guard = BudgetGuard(budget, on_budget, group)
+        return group
+
+    @asynccontextmanager
+    async def _stream(
+        self,
+        loops: Iterable[AgentLoop],
+        timeout: float | None,
+        max_active: int | None,
+        group: Group,
+    ) -> AsyncIterator[ResultStream]:
+        if max_active is not None and max_active < 1:
+            raise ConfigError(f"max_active must be at least 1, got {max_active}")
         send, receive = trio.open_memory_channel[Result](0)
         async with _body_nursery() as nursery:
             nursery.start_soon(self._feed, loops, timeout, max_active, group, send)

@@ -28,6 +28,7 @@ from ._core.slots import SlotPolicy
 from ._core.validators import check_choice
 from ._driver import Driver
 from ._fallback import Fallback
+from ._mcp import McpServer, open_mcp_tools
 from ._model_client import HttpModelClient, ModelClient
 from ._observe.observer import Observer, combine
 from ._observe.trace import TraceWriter
@@ -186,6 +187,8 @@ async def open_driver(
     seed: int | None = None,
     fallback: Sequence[str | Backend | ModelClient | Fallback] = (),
     fallback_on: Iterable[ErrorKind] | None = None,
+    deps: Any = None,
+    mcp: Sequence[McpServer] = (),
     trace: str | os.PathLike[str] | None = None,
     otel: bool = False,
     **backend_options: Any,
@@ -221,6 +224,11 @@ async def open_driver(
             or :class:`~agentcore.Fallback` values with their own model, slots and key.
         fallback_on: the error kinds that send a request on to the next backend (default:
             :data:`~agentcore._core.fallback.DEFAULT_FALLBACK_ON`).
+        deps: any object, handed to tools in their :class:`~agentcore.RunContext`
+            (``ctx.deps``); a batch may give its own.
+        mcp: MCP tool servers (:class:`~agentcore.McpServer`) whose tools are added to
+            ``tools``; they are connected (stdio servers started) before anything else and
+            closed (stopped) when the block is left. ``driver.executor.tools`` lists them.
         trace: write the timeline to this file as Chrome trace-event JSON while the driver
             runs (one track per inference slot; see ``docs/observability.md``).
         otel: emit OpenTelemetry spans (GenAI semantic conventions) through the global
@@ -244,6 +252,8 @@ async def open_driver(
     # and re-raised as itself once everything is closed.
     raised: BaseException | None = None
     async with AsyncExitStack() as stack:
+        if mcp:
+            tools = [*tools, *await stack.enter_async_context(open_mcp_tools(mcp))]
         client: ModelClient
         configured: Backend | None = None
         if isinstance(backend, str | Backend):
@@ -293,6 +303,7 @@ async def open_driver(
             primary_name=primary_name,
             self_hosted=configured is not None and configured.self_hosted,
             backend=configured,
+            deps=deps,
         )
         if trace is not None or otel:
             driver._observe(_observers(trace, otel, model, client))

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, Literal
 
 import attrs
 import trio
 
+from ._context import RunContext
 from ._core.budgets import BudgetExceeded
 from ._core.events import AbortReason, CallModel
 from ._core.loop import AgentLoop
@@ -106,6 +108,26 @@ class Run:
 
     steps: StepSink | None = None
     """Where the run's step events go (``None``: not observed, nothing is built)."""
+    input_index: int | None = None
+    """The index of the run's input in the caller's inputs (``None``: ``index``)."""
+    input: Any = None
+    deps: Any = None
+    context: RunContext[Any] | None = None
+    """Built on the first call of a tool that takes it."""
+
+    def tool_context(self) -> RunContext[Any]:
+        """The :class:`RunContext` handed to tools that take one."""
+        context = self.context
+        if context is None:
+            config = self.loop.config
+            context = self.context = RunContext(
+                index=self.index if self.input_index is None else self.input_index,
+                run_id=config.run_id,
+                session_id=config.session_id,
+                input=self.input,
+                deps=self.deps,
+            )
+        return context
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -133,6 +155,10 @@ class Group:
 
     steps: StepSink | None = None
     """Where the step events of the group's runs go, if anywhere."""
+    deps: Any = None
+    """The ``deps`` of the group's runs (``None``: the driver's)."""
+    describe: Callable[[int], tuple[int, Any]] | None = None
+    """Maps a run's index to its input's index and the input (called once per run)."""
 
     def cancel(self) -> None:
         self.cancelled = True

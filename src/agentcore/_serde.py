@@ -13,6 +13,8 @@ Wire format
   value encoded on its own decodes both as its class and as its union (``Message``, ``Event``,
   ``Effect``). Decoding into a union requires the tag; decoding into one class accepts it if it
   names that class and tolerates its absence.
+- ``bytes`` (image data) are written as standard base64 text (RFC 4648, with padding); decoding
+  accepts only valid base64.
 - Enums are written by value; tuples, lists and sets as arrays (sets sorted when their items
   allow, so equal sets give equal bytes); mappings as objects; ``None`` as ``null``.
   ``Mapping[str, Any]`` fields (tool arguments, JSON schemas) hold JSON values.
@@ -42,6 +44,8 @@ at all is a programming error and raises :class:`TypeError` too.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import enum
 import json
@@ -71,7 +75,7 @@ from cattrs.v import format_exception, transform_error
 
 from ._codecs.http import SECRET_HEADERS, HttpRequest
 from ._codecs.redact import REDACTED
-from ._core.errors import DecodeError
+from ._core.errors import ConfigError, DecodeError
 from ._core.events import (
     Abort,
     CallModel,
@@ -197,6 +201,19 @@ def _unstructure_float(value: float) -> float:
     if not math.isfinite(value):
         raise ValueError(f"{value!r} has no exact JSON representation")
     return value
+
+
+def _structure_bytes(value: object, cl: Any) -> bytes:
+    if not isinstance(value, str):
+        raise _mismatch("base64 text", value)
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise _WireError("expected base64 text, got a string that is not valid base64") from None
+
+
+def _unstructure_bytes(value: bytes) -> str:
+    return base64.b64encode(value).decode("ascii")
 
 
 def _structure_enum(value: object, cl: type[enum.Enum]) -> enum.Enum:
@@ -533,6 +550,8 @@ def _build_converter() -> OrjsonConverter:
     conv.register_structure_hook(float, _structure_float)
     conv.register_structure_hook(bool, _exact_hook(bool, "a boolean"))
     conv.register_unstructure_hook(float, _unstructure_float)
+    conv.register_structure_hook(bytes, _structure_bytes)
+    conv.register_unstructure_hook(bytes, _unstructure_bytes)
 
     # Later registrations win: the most specific predicates go last.
     conv.register_structure_hook_func(_is_enum, _structure_enum)
@@ -574,7 +593,7 @@ _revealing: OrjsonConverter | None = None
 
 
 def _format_problem(exc: BaseException, tp: type | None) -> str:
-    if isinstance(exc, _WireError):
+    if isinstance(exc, _WireError | ConfigError):  # a value's own check names the problem
         return str(exc)
     return format_exception(exc, tp)
 

@@ -28,7 +28,7 @@ Events are frozen attrs values; :func:`agentcore.core.dumps` encodes them (the c
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 import attrs
@@ -50,6 +50,7 @@ from ._core.events import (
 from ._core.messages import AssistantMessage, Usage
 
 if TYPE_CHECKING:
+    from ._context import RunContext
     from ._results import Result
     from ._tool_executor import ToolExecutor
 
@@ -347,13 +348,18 @@ def step_deltas(steps: StepSink, run: int, call: CallModel, attempt: int) -> _St
 
 
 async def observed_tool_call(
-    executor: ToolExecutor, steps: StepSink, run: int, call: CallTool
+    executor: ToolExecutor,
+    steps: StepSink,
+    run: int,
+    call: CallTool,
+    context: Callable[[], RunContext[Any]] | None = None,
 ) -> ToolReturned | ToolFailed:
-    """``executor.call(call)``, reporting :class:`ToolStarted` and :class:`ToolEnded`."""
+    """``executor.call(call, context)``, reporting :class:`ToolStarted` and
+    :class:`ToolEnded`."""
     started = trio.current_time()
     steps.push(ToolStarted(run, call.call_id, call.name, call.arguments, started))
     shared: list[str] = []
-    event = await executor.call(call, shared)
+    event = await executor.call(call, context, shared)
     now = trio.current_time()
     source: ToolSource = "cached" if "cached" in shared else "coalesced" if shared else "executed"
     if isinstance(event, ToolReturned):

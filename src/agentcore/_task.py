@@ -15,7 +15,7 @@ first placeholder. :func:`prefix_call` builds the one-token request that warms t
 from __future__ import annotations
 
 import string
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Generic
 
 import attrs
@@ -25,7 +25,7 @@ from ._core.config import LoopConfig, TruncatedPolicy
 from ._core.errors import ConfigError
 from ._core.events import CallModel
 from ._core.loop import AgentLoop
-from ._core.messages import Message, ModelParams, SystemMessage, UserMessage
+from ._core.messages import Image, Message, ModelParams, SystemMessage, UserMessage
 from ._tools import Tool
 
 if TYPE_CHECKING:
@@ -38,7 +38,15 @@ else:  # type parameter defaults exist for type checkers only (PEP 696)
 
     T = TypeVar("T")
 
-__all__ = ["RenderError", "Task", "compile_job", "prefix_call", "render_prompt"]
+__all__ = [
+    "RenderError",
+    "Task",
+    "compile_job",
+    "job_run_id",
+    "prefix_call",
+    "render_message",
+    "render_prompt",
+]
 
 
 class RenderError(ConfigError):
@@ -51,6 +59,12 @@ def _tools_tuple(tools: Any) -> tuple[Tool[..., Any], ...]:
         if not isinstance(item, Tool):
             raise ConfigError(f"Task.tools must hold @agentcore.tool objects, got {item!r}")
     return result
+
+
+def _fallback_tuple(value: Any) -> tuple[Any, ...]:
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise ConfigError(f"Task.fallback must be a list of backends, got {value!r}")
+    return tuple(value)
 
 
 def _check_template(instance: Task[Any], attribute: attrs.Attribute[str], value: str) -> None:
@@ -117,6 +131,11 @@ class Task(Generic[T]):
     planning_interval: int | None = None
     """Ask for a plan before the first tool turn and after every this many tool turns
     (``LoopConfig.planning_interval``; ``None``: never)."""
+    fallback: tuple[Any, ...] = attrs.field(default=(), converter=_fallback_tuple)
+    """Backends (or models) to fall back to, in order, for the driver a batch of this task
+    opens (``open_driver(fallback=...)``: URLs, ``Backend`` values, model clients or
+    :class:`~agentcore.Fallback` values). A batch given an open ``driver=`` uses that
+    driver's fallbacks; a task with its own is then a ``ConfigError``."""
     _base_config: LoopConfig = attrs.field(init=False, eq=False, hash=False, repr=False)
     """The loop config every job shares (built and validated once; each loop keeps its own
     ids)."""
@@ -148,6 +167,38 @@ class Task(Generic[T]):
         )
 
     @property
+    def placeholders(self) -> tuple[str, ...]:
+        """The names of the template's placeholders, in order of first use."""
+        names: dict[str, None] = {}
+        for _, name, _, _ in string.Formatter().parse(self.prompt):
+            if name is not None:
+                names.setdefault(name, None)
+        return tuple(names)
+
+    def check_input(self, value: Any) -> None:
+        """Check that ``value`` fills every placeholder of the template (a mapping needs each
+        placeholder as a key; any other value fills ``{input}`` only).
+
+        Use it on the first input of a uniform input file to find a typo in the template
+        before any model time is spent.
+
+        Raises:
+            RenderError: naming the placeholders ``value`` lacks and the keys it has.
+        """
+        keys = value if isinstance(value, Mapping) else {"input": value}
+        missing = [name for name in self.placeholders if name not in keys]
+        if missing:
+            shown = ", ".join(f"{{{name}}}" for name in missing)
+            if isinstance(value, Mapping):
+                has = f"its keys: {', '.join(sorted(map(str, value))) or 'none'}"
+            else:
+                has = "it is not an object, so it fills {input} only"
+            raise RenderError(
+                f"the prompt template's placeholder{'s' if len(missing) > 1 else ''} {shown} "
+                f"{'are' if len(missing) > 1 else 'is'} not in the input ({has})"
+            )
+
+    @property
     def prefix_text(self) -> str:
         """The template's literal text before the first placeholder (shared by every job)."""
         head = []
@@ -176,8 +227,62 @@ def render_prompt(task: Task[Any], value: Any) -> str:
         raise RenderError(f"input does not fit the prompt template: {exc}") from None
 
 
-def _messages(task: Task[Any], user_text: str) -> list[Message]:
-    return [*task._prefix, UserMessage(user_text)]
+def _images_of(value: Any) -> tuple[Image, ...] | None:
+    """``value`` as the images a placeholder stands for, or ``None`` if it is not images."""
+    if isinstance(value, Image):
+        return (value,)
+    if isinstance(value, list | tuple) and value and all(isinstance(v, Image) for v in value):
+        return tuple(value)
+    return None
+
+
+def render_message(task: Task[Any], value: Any) -> UserMessage:
+    """The user message for one input: the filled template, with the images of the input.
+
+    A placeholder whose value is an :class:`~agentcore.core.Image` (or a list of them) puts
+    the image(s) at its place in the text instead of text.
+
+    Raises:
+        RenderError: the input does not fit the template.
+    """
+    fields: Mapping[str, Any] = value if isinstance(value, Mapping) else {"input": value}
+    if not any(_images_of(v) is not None for v in fields.values()):
+        return UserMessage(render_prompt(task, value))
+    formatter = string.Formatter()
+    text: list[str] = []
+    length = 0
+    images: list[Image] = []
+    try:
+        for literal, name, raw_spec, conversion in formatter.parse(task.prompt):
+            text.append(literal)
+            length += len(literal)
+            if name is None:
+                continue
+            if name not in fields:
+                raise KeyError(name)
+            field = fields[name]
+            placed = _images_of(field)
+            if placed is not None:
+                images.extend(attrs.evolve(image, at=length) for image in placed)
+                continue
+            spec = raw_spec or ""
+            if "{" in spec:
+                spec = formatter.vformat(spec, (), fields)
+            piece = formatter.format_field(formatter.convert_field(field, conversion), spec)
+            text.append(piece)
+            length += len(piece)
+    except KeyError as exc:
+        raise RenderError(
+            f"input has no value for placeholder {{{exc.args[0]}}} "
+            f"(it has: {', '.join(sorted(map(str, fields))) or 'nothing'})"
+        ) from None
+    except (ValueError, IndexError, AttributeError) as exc:
+        raise RenderError(f"input does not fit the prompt template: {exc}") from None
+    return UserMessage("".join(text), images)
+
+
+def _messages(task: Task[Any], user: str | UserMessage) -> list[Message]:
+    return [*task._prefix, user if isinstance(user, UserMessage) else UserMessage(user)]
 
 
 def compile_job(
@@ -194,7 +299,7 @@ def compile_job(
     """
     return AgentLoop._for_run(
         task._base_config,
-        _messages(task, render_prompt(task, value)),
+        _messages(task, render_message(task, value)),
         run_id,
         parent_session_id,
     )

@@ -20,6 +20,11 @@
     temperature = 0.2
     max_tokens = 800
 
+    [limits]                                           # usage budgets of each agent
+    requests = 8
+    total_tokens = 40000
+    tool_calls = 12
+
 Module paths are imported with the task file's folder first on ``sys.path``. Every problem is
 reported as a :class:`TaskFileError` naming the file and the key.
 """
@@ -34,6 +39,7 @@ from typing import Any, Literal, Optional
 
 import attrs
 
+from ._core.budgets import UsageLimits
 from ._core.errors import ConfigError
 from ._core.messages import ModelParams
 from ._task import Task
@@ -55,6 +61,7 @@ _KEYS = {
     "output",
     "output_fields",
     "params",
+    "limits",
 }
 _PARAMS = {"max_tokens", "temperature", "top_p", "tool_choice", "stop", "seed"}
 
@@ -157,6 +164,18 @@ def load_task(path: str | Path) -> Task[Any]:
     if bad:
         raise TaskFileError(f"{path}: unknown params key(s) {', '.join(bad)}")
 
+    limits = data.get("limits")
+    if limits is not None:
+        if not isinstance(limits, dict):
+            raise TaskFileError(f"{path}: [limits] must be a table")
+        unknown = sorted(set(limits) - {f.name for f in attrs.fields(UsageLimits)})
+        if unknown:
+            raise TaskFileError(f"{path}: unknown limits key(s) {', '.join(unknown)}")
+        try:
+            limits = UsageLimits(**limits)
+        except ConfigError as exc:
+            raise TaskFileError(f"{path}: limits: {exc}") from None
+
     options = {
         k: data[k]
         for k in (
@@ -176,6 +195,7 @@ def load_task(path: str | Path) -> Task[Any]:
             tools=tools,
             output=output,
             params=ModelParams(**params),
+            limits=limits,
             **options,
         )
     except (ConfigError, TypeError, ValueError) as exc:

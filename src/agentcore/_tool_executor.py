@@ -13,7 +13,9 @@ One executor serves every agent of a driver. ``call(effect)`` goes through these
    Failures are never cached. The cache holds at most ``cache_size`` results over all tools;
    past it the least recently used one is dropped.
 3. *Coalescing* (tools declared ``coalesce=True`` or ``cache=True`` only: a tool with side
-   effects must run once per call). The key is the tool name plus the
+   effects must run once per call). A tool's :class:`~agentcore.RunContext` parameter is no
+   argument: it is not part of the key, and a shared execution sees the context of the call
+   that started it. The key is the tool name plus the
    canonical JSON of the validated arguments. The pure :class:`SingleflightTable` decides
    whether this call *leads* (it starts one shared execution as a task in the executor's
    nursery) or *joins* an execution already in flight. Either way the caller then waits for
@@ -58,6 +60,7 @@ import attrs
 import cattrs
 import trio
 
+from ._context import RunContext
 from ._core.errors import ConfigError
 from ._core.events import CallTool, ToolError, ToolFailed, ToolReturned
 from ._core.schema import ValidationFailed
@@ -89,6 +92,9 @@ _Outcome = str | ToolError
 _KEYS = cattrs.Converter()
 
 _SCALARS = (str, int, bool)
+
+_NO_RUN: RunContext[Any] = RunContext(index=0, run_id="", session_id="", input=None, deps=None)
+"""The context of a call made on the executor directly, outside any run."""
 
 
 def _keyed_by_value(tool: Tool[..., Any]) -> bool:
@@ -235,12 +241,15 @@ class _Flight:
     """One shared execution. Its waiters are the tasks the singleflight table lists for
     ``key``; each is parked until the execution hands it the outcome."""
 
-    __slots__ = ("abandoned", "arguments", "key", "outcome", "scope", "token", "tool")
+    __slots__ = ("abandoned", "arguments", "context", "key", "outcome", "scope", "token", "tool")
 
-    def __init__(self, key: Hashable, tool: Tool[..., Any], arguments: Any) -> None:
+    def __init__(
+        self, key: Hashable, tool: Tool[..., Any], arguments: Any, context: RunContext[Any] | None
+    ) -> None:
         self.key = key
         self.tool = tool
         self.arguments = arguments
+        self.context = context
         self.scope = trio.CancelScope()
         self.outcome: _Outcome | None = None
         self.abandoned = False
@@ -320,7 +329,10 @@ class ToolExecutor:
         return types.MappingProxyType(self._tools)
 
     async def call(
-        self, effect: CallTool, shared: list[str] | None = None
+        self,
+        effect: CallTool,
+        context: Callable[[], RunContext[Any]] | None = None,
+        shared: list[str] | None = None,
     ) -> ToolReturned | ToolFailed:
         """Run one tool call and report its outcome for ``effect.call_id``.
 
@@ -329,6 +341,9 @@ class ToolExecutor:
 
         Args:
             effect: the call; ``arguments`` are validated again against the tool's schema.
+            context: builds the calling run's :class:`~agentcore.RunContext`, called only
+                for a tool that takes one (default: a context with index 0, empty ids and
+                no input or deps).
             shared: if given, ``"cached"`` or ``"coalesced"`` is appended to it when the
                 outcome was not the call's own execution.
 
@@ -366,6 +381,9 @@ class ToolExecutor:
             message = exc.message if isinstance(exc, ValidationFailed) else str(exc)
             await trio.lowlevel.checkpoint()
             return ToolFailed(effect.call_id, ToolError("invalid_arguments", message))
+        run_context: RunContext[Any] | None = None
+        if tool.takes_context:
+            run_context = _NO_RUN if context is None else context()
         key: Hashable | None
         if not tool.options.coalesce:
             key = None
@@ -375,8 +393,8 @@ class ToolExecutor:
             key = self._key(tool, raw, arguments)
         if key is None:
             if self.observer is not None:
-                return _reply(effect.call_id, await self._observed(tool, arguments))
-            return _reply(effect.call_id, await self._execute(tool, arguments))
+                return _reply(effect.call_id, await self._observed(tool, arguments, run_context))
+            return _reply(effect.call_id, await self._execute(tool, arguments, run_context))
         if tool.options.cache:
             content = self._cached(key)
             if content is not None:
@@ -385,7 +403,10 @@ class ToolExecutor:
                     shared.append("cached")
                 await trio.lowlevel.checkpoint()
                 return ToolReturned(effect.call_id, content)
-        return _reply(effect.call_id, await self._wait_for_flight(tool, key, arguments, shared))
+        return _reply(
+            effect.call_id,
+            await self._wait_for_flight(tool, key, arguments, run_context, shared),
+        )
 
     def statistics(self) -> ToolExecutorStatistics:
         """A frozen snapshot of the executor's counters."""
@@ -418,13 +439,18 @@ class ToolExecutor:
             return None  # not JSON at all: such a call runs on its own
 
     async def _wait_for_flight(
-        self, tool: Tool[..., Any], key: Hashable, arguments: Any, shared: list[str] | None = None
+        self,
+        tool: Tool[..., Any],
+        key: Hashable,
+        arguments: Any,
+        context: RunContext[Any] | None,
+        shared: list[str] | None = None,
     ) -> _Outcome:
         # The waiting task itself is the waiter: it parks until ``_fly`` reschedules it with
         # the outcome, or leaves the flight when it is cancelled first.
         waiter = trio.lowlevel.current_task()
         if self._table.join(key, waiter):
-            flight = _Flight(key, tool, arguments)
+            flight = _Flight(key, tool, arguments, context)
             self._flights[key] = flight
             if self.observer is not None:
                 # Told here, in the first caller's task, so that joiners always find it.
@@ -459,9 +485,9 @@ class ToolExecutor:
         try:
             with flight.scope:
                 if flight.tool.name in self._limiters:
-                    outcome = await self._execute(flight.tool, flight.arguments)
+                    outcome = await self._execute(flight.tool, flight.arguments, flight.context)
                 else:
-                    outcome = await self._start(flight.tool, flight.arguments)
+                    outcome = await self._start(flight.tool, flight.arguments, flight.context)
         finally:
             if not flight.abandoned:
                 del self._flights[flight.key]
@@ -475,13 +501,15 @@ class ToolExecutor:
                 error = outcome if isinstance(outcome, ToolError) else None
                 observer.tool_ended(flight.token, error, len(waiters), trio.current_time())
 
-    async def _observed(self, tool: Tool[..., Any], arguments: Any) -> _Outcome:
+    async def _observed(
+        self, tool: Tool[..., Any], arguments: Any, context: RunContext[Any] | None
+    ) -> _Outcome:
         """``_execute`` for a call that is not coalesced, told to the observer."""
         assert self.observer is not None
         token = self.observer.tool_started(tool.name, trio.current_time())
         outcome: _Outcome = ToolError("cancelled", "the call was cancelled")
         try:
-            outcome = await self._execute(tool, arguments)
+            outcome = await self._execute(tool, arguments, context)
             return outcome
         finally:
             error = outcome if isinstance(outcome, ToolError) else None
@@ -512,14 +540,18 @@ class ToolExecutor:
 
     # ------------------------------------------------------------------------- execution
 
-    async def _execute(self, tool: Tool[..., Any], arguments: Any) -> _Outcome:
+    async def _execute(
+        self, tool: Tool[..., Any], arguments: Any, context: RunContext[Any] | None
+    ) -> _Outcome:
         limiter = self._limiters.get(tool.name)
         if limiter is None:
-            return await self._start(tool, arguments)
+            return await self._start(tool, arguments, context)
         async with limiter:
-            return await self._start(tool, arguments)
+            return await self._start(tool, arguments, context)
 
-    async def _start(self, tool: Tool[..., Any], arguments: Any) -> _Outcome:
+    async def _start(
+        self, tool: Tool[..., Any], arguments: Any, context: RunContext[Any] | None
+    ) -> _Outcome:
         rate = self._rates.get(tool.name)
         if rate is not None:
             await rate.acquire()
@@ -530,9 +562,9 @@ class ToolExecutor:
         started = trio.current_time()
         try:
             if timeout is None:
-                return encode_result(await self._invoke(tool, arguments))
+                return encode_result(await self._invoke(tool, arguments, context))
             with trio.move_on_after(timeout):
-                return encode_result(await self._invoke(tool, arguments))
+                return encode_result(await self._invoke(tool, arguments, context))
             counters.timeouts += 1
             counters.failures += 1
             TOOLS.warning(
@@ -564,10 +596,12 @@ class ToolExecutor:
                     extra={"tool": tool.name, "duration": elapsed},
                 )
 
-    def _invoke(self, tool: Tool[..., Any], arguments: Any) -> Awaitable[Any]:
+    def _invoke(
+        self, tool: Tool[..., Any], arguments: Any, context: RunContext[Any] | None
+    ) -> Awaitable[Any]:
         # A plain function returning the awaitable (rather than a coroutine awaiting it) keeps
         # one frame fewer between the execution task and the tool's checkpoints.
-        function = tool.bind(arguments)
+        function = tool.bind(arguments, context)
         if tool.is_async:
             return function()  # type: ignore[no-any-return]
         return self._in_thread(function, tool.name)

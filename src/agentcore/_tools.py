@@ -34,6 +34,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, final, overload
 import attrs
 import cattrs.preconf.orjson
 
+from ._context import RunContext, is_context_type
 from ._core.errors import ConfigError
 from ._core.messages import ToolSpec
 from ._core.schema import is_pydantic_model, json_schema, structure
@@ -193,6 +194,9 @@ class _Binding:
 
     positional: tuple[str, ...]
     keyword: tuple[str, ...]
+    context: str | None = None
+    """The parameter that receives the :class:`RunContext` (``None``: the tool takes none)."""
+    context_positional: bool = False
 
 
 def _parameter_hints(function: Callable[..., Any]) -> dict[str, Any]:
@@ -230,7 +234,23 @@ def _arguments_type(
     fields: dict[str, Any] = {}
     positional: list[str] = []
     keyword: list[str] = []
+    context: str | None = None
+    context_positional = False
     for param in signature.parameters.values():
+        if is_context_type(hints.get(param.name)):
+            if context is not None:
+                raise ConfigError(
+                    f"tool {name!r}: {where} has two RunContext parameters "
+                    f"({context!r} and {param.name!r})"
+                )
+            if param.kind is param.POSITIONAL_ONLY and positional:
+                raise ConfigError(
+                    f"tool {name!r}: the RunContext parameter {param.name!r} of {where} must "
+                    "come before the other positional-only parameters"
+                )
+            context = param.name
+            context_positional = param.kind is param.POSITIONAL_ONLY
+            continue
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise ConfigError(
                 f"tool {name!r}: *args and **kwargs cannot be described to a model "
@@ -251,7 +271,7 @@ def _arguments_type(
     cls = attrs.make_class(_class_name(name), fields, frozen=True, kw_only=True)
     cls.__module__ = getattr(function, "__module__", cls.__module__)
     cls.__doc__ = f"The arguments of the tool {name!r}."
-    return cls, _Binding(tuple(positional), tuple(keyword))
+    return cls, _Binding(tuple(positional), tuple(keyword), context, context_positional)
 
 
 # ----------------------------------------------------------------------------- results
@@ -294,7 +314,8 @@ class Tool(Generic[P, R]):
         spec: what the model sees (name, description, JSON schema) plus the validator for
             its arguments.
         options: how the tool executor runs it.
-        arguments_type: the attrs class the validator builds (one field per parameter).
+        arguments_type: the attrs class the validator builds (one field per parameter but
+            the :class:`~agentcore.RunContext` one).
         is_async: ``True`` for ``async def`` functions (run as trio tasks), ``False`` for
             plain functions (run in worker threads).
     """
@@ -353,19 +374,31 @@ class Tool(Generic[P, R]):
         """The tool's name, as the model sees it."""
         return self.spec.name
 
+    @property
+    def takes_context(self) -> bool:
+        """Whether the function declares a :class:`~agentcore.RunContext` parameter."""
+        return self._binding.context is not None
+
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """Call the original function."""
         return self.function(*args, **kwargs)
 
-    def bind(self, arguments: Any) -> Callable[[], Any]:
-        """The function bound to validated arguments (an instance of :attr:`arguments_type`).
+    def bind(self, arguments: Any, context: RunContext[Any] | None = None) -> Callable[[], Any]:
+        """The function bound to validated arguments (an instance of :attr:`arguments_type`)
+        and, for a tool that :attr:`takes_context`, to the calling run's ``context``.
 
         Returns:
             A callable without parameters: for a plain function it returns the result, for an
             ``async def`` function it returns the coroutine.
         """
-        args = [getattr(arguments, n) for n in self._binding.positional]
-        kwargs = {n: getattr(arguments, n) for n in self._binding.keyword}
+        binding = self._binding
+        args = [getattr(arguments, n) for n in binding.positional]
+        kwargs = {n: getattr(arguments, n) for n in binding.keyword}
+        if binding.context is not None:
+            if binding.context_positional:
+                args.insert(0, context)
+            else:
+                kwargs[binding.context] = context
         return functools.partial(self.function, *args, **kwargs)
 
     def __repr__(self) -> str:
@@ -420,7 +453,9 @@ def tool(
             \"\"\"
 
     Every parameter needs a type annotation that :func:`agentcore._core.schema.json_schema`
-    supports; ``*args`` and ``**kwargs`` are not allowed. The docstring's text before its
+    supports; ``*args`` and ``**kwargs`` are not allowed. One parameter may be annotated
+    :class:`~agentcore.RunContext` instead: it is no argument of the model, and receives the
+    calling run's context (index, input, ids, ``deps``). The docstring's text before its
     first section is the tool's description; its ``Args:`` entries describe the parameters.
     A ``str`` result is shown to the model as is; any other result is encoded as JSON
     (see :func:`encode_result`).

@@ -35,8 +35,8 @@ import trio
 
 from ._codecs.codec import WarmUp
 from ._codecs.http import HttpRequest, Timeouts
-from ._core.errors import AgentcoreError
-from ._core.events import ModelResponded
+from ._core.errors import AgentcoreError, ConfigError
+from ._core.events import CallModel, ErrorKind, ModelError, ModelResponded
 from ._core.messages import Usage
 from ._model_client import HttpModelClient
 from ._task import Task, job_run_id, prefix_call
@@ -44,7 +44,7 @@ from ._task import Task, job_run_id, prefix_call
 if TYPE_CHECKING:
     from ._driver import Driver
 
-__all__ = ["SLOT_FILE", "WarmUpReport", "warm_prefix", "warm_up"]
+__all__ = ["BackendUnavailable", "SLOT_FILE", "WarmUpReport", "warm_prefix", "warm_up"]
 
 SLOT_FILE = "agentcore-warm-prefix.bin"
 """The file name the warm slot is saved under, inside the server's ``--slot-save-path``."""
@@ -115,6 +115,49 @@ def warm_slot(slots: Any) -> tuple[int, list[int]] | None:
     return latest[1], ids
 
 
+class BackendUnavailable(ConfigError):
+    """The backend cannot serve the batch: its warm-up request failed for good (connection
+    refused after retries, unknown route or model, rejected credentials, no quota).
+
+    Raised before any agent runs, instead of one failed result per input.
+
+    Attributes:
+        url: the URL of the request (``None`` when the model client does not say).
+        model: the model name (``None`` when the model client does not say).
+        error: the classified failure, with its ``kind`` and HTTP ``status``.
+    """
+
+    def __init__(self, url: str | None, model: str | None, error: ModelError) -> None:
+        status = f"HTTP {error.status}" if error.status is not None else "no response"
+        message = " ".join(error.message.split())
+        super().__init__(
+            f"the backend cannot serve this batch: warm-up request to {url or 'the backend'} "
+            f"(model {model!r}) failed: {status}, {error.kind.value}: {message}"
+        )
+        self.url = url
+        self.model = model
+        self.error = error
+
+
+_FATAL_AT_WARM_UP = frozenset({ErrorKind.CONNECTION, ErrorKind.AUTH, ErrorKind.NOT_FOUND})
+_FATAL_AT_WARM_UP |= {ErrorKind.QUOTA}
+# A warm-up request is a job's own first request, cut to one token: when it cannot connect
+# (after the driver's retries), hits no route or model, or is refused credentials or quota,
+# every job would fail the same way. Rate limits, overload and server errors may pass; bad
+# requests may be specific to the one-token request; so those let the batch start.
+
+
+def _unavailable(driver: Driver, call: CallModel, error: ModelError) -> BackendUnavailable:
+    codec = getattr(driver.client, "codec", None)
+    url: str | None = None
+    try:
+        url = codec.encode(call).url if codec is not None else None
+    except Exception:  # naming the URL is a courtesy; the failure is what matters
+        url = None
+    model = getattr(codec, "model", None)
+    return BackendUnavailable(url, model if isinstance(model, str) else None, error)
+
+
 # ----------------------------------------------------------------------------- I/O
 
 
@@ -145,8 +188,11 @@ async def warm_prefix(driver: Driver, task: Task[Any], *, batch_id: str) -> Mode
 async def _warm_up(
     driver: Driver, task: Task[Any], batch_id: str, strategy: WarmUp
 ) -> WarmUpReport:
-    reply = await driver.call_model(prefix_call(task, run_id=job_run_id(batch_id, "warm")))
+    call = prefix_call(task, run_id=job_run_id(batch_id, "warm"))
+    reply = await driver.call_model(call)
     if not isinstance(reply, ModelResponded):
+        if reply.error.kind in _FATAL_AT_WARM_UP:
+            raise _unavailable(driver, call, reply.error)
         return WarmUpReport(strategy, "off", detail=f"the warm request failed: {reply.error}")
     if strategy == "request":
         return WarmUpReport("request", "request", reply.usage, 1)

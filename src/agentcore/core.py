@@ -9,7 +9,8 @@ httpx nor the simulator: only the standard library, attrs, cattrs and orjson.
   (:class:`ModelResponded`, :class:`ModelFailed`, :class:`ToolReturned`,
   :class:`ToolFailed`, :class:`CancelRequested`), effects out (:class:`CallModel`,
   :class:`CallTool`, :class:`Finish`, :class:`Abort`).
-- Messages and the values requests carry: :class:`SystemMessage`, :class:`UserMessage`,
+- Messages and the values requests carry: :class:`SystemMessage`, :class:`UserMessage` (with
+  :class:`Image` parts),
   :class:`AssistantMessage`, :class:`ToolMessage`, :class:`ToolCall`, :class:`ToolSpec`,
   :class:`OutputSpec`, :class:`AgentHints`, :class:`ServerTiming`.
 - :func:`dumps` / :func:`loads`: JSON for every value above (snapshots included).
@@ -41,6 +42,7 @@ from ._core.loop import LoopStatistics as LoopStatistics
 from ._core.loop import RunState as RunState
 from ._core.messages import AgentHints as AgentHints
 from ._core.messages import AssistantMessage as AssistantMessage
+from ._core.messages import Image as Image
 from ._core.messages import Message as Message
 from ._core.messages import OutputSpec as OutputSpec
 from ._core.messages import ServerTiming as ServerTiming
@@ -65,6 +67,7 @@ __all__ = [
     "Effect",
     "Event",
     "Finish",
+    "Image",
     "LocalProtocolError",
     "LoopConfig",
     "LoopSnapshot",

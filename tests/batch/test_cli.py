@@ -12,6 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from agentcore import UsageLimits, load_task
 from agentcore._cli import finished_indices, main
 
 TOOLS_MODULE = '''
@@ -149,6 +150,9 @@ def test_an_existing_output_is_not_overwritten_without_a_flag(
         ("prompt = 'x'\ntools = ['nosuchmodule:t']\n", "tools[0]: cannot import"),
         ("prompt = \n", "not valid TOML"),
         ("prompt = 'x'\nmax_turns = 0\n", "max_turns"),
+        ("prompt = 'x'\n[limits]\nrequest = 3\n", "unknown limits key(s) request"),
+        ("prompt = 'x'\n[limits]\nrequests = -1\n", "limits: "),
+        ("prompt = 'x'\nlimits = 3\n", "[limits] must be a table"),
     ],
 )
 def test_bad_task_files_exit_2_naming_the_problem(
@@ -160,6 +164,12 @@ def test_bad_task_files_exit_2_naming_the_problem(
     code = main(["run", str(task), str(inputs), "-o", str(tmp_path / "o.jsonl")])
     assert code == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_task_file_sets_usage_limits(tmp_path: Path) -> None:
+    task = tmp_path / "task.toml"
+    task.write_text("prompt = 'x {input}'\n[limits]\nrequests = 4\ntool_calls = 2\n")
+    assert load_task(task).limits == UsageLimits(requests=4, tool_calls=2)
 
 
 def test_bad_input_lines_exit_2_with_their_line_numbers(

@@ -100,12 +100,12 @@ def test_force_with_an_unreachable_backend_keeps_the_previous_results(tmp_path: 
     inputs = _write_inputs(tmp_path, 1)
     out = tmp_path / "out.jsonl"
     out.write_bytes(PREVIOUS)
-    # Port 9 (discard) on loopback refuses connections; the single attempt fails quickly.
+    # Port 9 (discard) on loopback refuses connections: the warm-up fails for good, so the
+    # batch stops before any agent runs, and the previous results are left as they were.
     proc = _run("run", task, inputs, "-o", out, "--force", "--backend", "http://127.0.0.1:9")
-    assert proc.returncode == 1, proc.stderr
-    records = _records(out)
-    assert [r["index"] for r in records] == [0]
-    assert records[0]["status"] == "failed"  # the new run's result replaced the old one
+    assert proc.returncode == 2, proc.stderr
+    assert "cannot serve this batch" in proc.stderr
+    assert out.read_bytes() == PREVIOUS
 
 
 def test_force_replaces_the_previous_results_once_the_run_has_its_own(tmp_path: Path) -> None:
@@ -129,8 +129,9 @@ def test_inputs_that_cannot_fill_the_template_exit_2_naming_every_bad_line(
     out = tmp_path / "out.jsonl"
     proc = _run("run", task, inputs, "-o", out)
     assert proc.returncode == 2, proc.stderr
-    for number in (2, 4, 5):
-        assert f"inputs.jsonl:{number}: input has no value for placeholder {{term}}" in proc.stderr
+    for number in (2, 4, 5):  # each named, with the placeholder it lacks
+        assert f"inputs.jsonl:{number}: the prompt template's placeholder {{term}}" in proc.stderr
+    assert "its keys: other" in proc.stderr  # and the keys the input has
     assert "inputs.jsonl:1:" not in proc.stderr
     assert "inputs.jsonl:6:" not in proc.stderr
     assert not out.exists()

@@ -4,8 +4,12 @@ models (pydantic's own schema and validation), end to end on the simulated backe
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
+import orjson
 import pytest
 import trio
 
@@ -131,3 +135,50 @@ def test_a_pydantic_model_as_a_tool_parameter_is_validated_by_pydantic() -> None
     assert isinstance(arguments.query, Query)
     with pytest.raises(ValidationFailed):
         search.spec.validator({"query": {"limit": 2}})
+
+
+_MODELS = """
+import dataclasses
+from typing import TypedDict
+import pydantic
+
+@dataclasses.dataclass
+class Shape:
+    name: str
+    sides: int
+
+class Row(TypedDict):
+    name: str
+    sides: int
+
+class Model(pydantic.BaseModel):
+    name: str
+    sides: int
+"""
+
+
+@pytest.mark.parametrize("output", ["Shape", "Row", "Model"])
+def test_the_cli_writes_dataclass_typeddict_and_pydantic_outputs_as_json(
+    tmp_path: Path, output: str
+) -> None:
+    if pydantic is None:  # pragma: no cover
+        pytest.skip("pydantic is not installed (pip install pydantic)")
+    (tmp_path / "shapes.py").write_text(_MODELS)
+    task = tmp_path / "task.toml"
+    task.write_text(f'prompt = "Describe {{input}}"\noutput = "shapes:{output}"\nmax_turns = 1\n')
+    inputs = tmp_path / "inputs.jsonl"
+    inputs.write_text('"triangle"\n"square"\n')
+    out = tmp_path / "out.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentcore._cli", "run", str(task), str(inputs), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    for line in out.read_bytes().splitlines():
+        record = orjson.loads(line)
+        assert record["status"] == "ok"
+        assert set(record["output"]) == {"name", "sides"}
+        assert isinstance(record["output"]["sides"], int)

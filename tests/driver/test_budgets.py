@@ -6,6 +6,9 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agentcore import (
     AbortKind,
@@ -18,7 +21,7 @@ from agentcore import (
     run_batch,
 )
 from agentcore.testing import ScriptedModel
-from tests.driver.helpers import make_loop, task_census, tool_then_answer
+from tests.driver.helpers import agent_of, make_loop, task_census, tool_then_answer
 from tests.driver.test_batches import nap_tool
 
 
@@ -152,3 +155,72 @@ async def test_bad_budget_options_are_config_errors(options: dict[str, Any], mat
         with pytest.raises(ConfigError, match=match):
             async with driver.stream([make_loop(0)], **options):
                 pass
+
+
+# ----------------------------------------------------------------------------- properties
+
+PROPERTY = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def run_virtual(scenario: Any) -> Any:
+    async def bounded() -> Any:
+        with trio.fail_after(100_000):
+            return await scenario()
+
+    return trio.run(bounded, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+@PROPERTY
+@given(
+    agents=st.integers(1, 8),
+    calls_per_turn=st.integers(1, 3),
+    requests=st.none() | st.integers(0, 12),
+    tool_calls=st.none() | st.integers(0, 12),
+    mode=st.sampled_from(["finish", "cancel"]),
+    max_active=st.none() | st.integers(1, 3),
+)
+def test_a_cancel_mode_batch_never_starts_past_its_count_limits_and_every_input_reports(
+    *,
+    agents: int,
+    calls_per_turn: int,
+    requests: int | None,
+    tool_calls: int | None,
+    mode: str,
+    max_active: int | None,
+) -> None:
+    nap = nap_tool(1.0)
+    model = ScriptedModel(
+        tool_then_answer(
+            "nap", lambda call: {"key": call.request_id}, calls_per_turn=calls_per_turn
+        ),
+        latency=lambda call: 1.0 + agent_of(call) % 3,
+    )
+    limits = UsageLimits(requests=requests, tool_calls=tool_calls)
+
+    async def scenario() -> tuple[list[Result], int]:
+        async with open_driver(model, tools=[nap]) as driver:
+            baseline = task_census()
+            async with driver.stream(
+                (make_loop(i, [nap]) for i in range(agents)),
+                budget=limits,
+                on_budget=mode,  # type: ignore[arg-type]
+                max_active=max_active,
+            ) as results:
+                received = [r async for r in results]
+            assert task_census() == baseline
+            assert driver.limiter.statistics().in_use == 0
+            return received, driver.executor.statistics().requests
+
+    received, tools_run = run_virtual(scenario)
+    assert sorted(r.index for r in received) == list(range(agents))
+    if mode == "cancel":
+        assert requests is None or len(model.calls) <= requests
+        assert tool_calls is None or tools_run <= tool_calls
+    for result in received:
+        assert result.status in ("ok", "failed")
+        if result.status == "failed":
+            assert budget_of(result).scope == "batch"
+    if (requests is None or requests >= 2 * agents) and (
+        tool_calls is None or tool_calls >= calls_per_turn * agents
+    ):
+        assert all(r.status == "ok" for r in received)

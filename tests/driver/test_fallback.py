@@ -5,12 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import trio
+import trio.testing
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agentcore import (
     ConfigError,
     ErrorKind,
     Fallback,
+    FallbackPolicy,
     ModelError,
+    Result,
     RetryPolicy,
     Task,
     open_driver,
@@ -128,3 +134,74 @@ async def test_bad_fallback_options_are_config_errors(options: dict[str, Any], m
     with pytest.raises(ConfigError, match=match):
         async with open_driver("sim://", **options):
             pass
+
+
+# ----------------------------------------------------------------------------- properties
+
+KINDS = [k for k in ErrorKind if k is not ErrorKind.DEADLINE]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    outcomes=st.lists(st.none() | st.sampled_from(KINDS), min_size=1, max_size=4),
+    on=st.frozensets(st.sampled_from(KINDS)),
+)
+def test_through_the_driver_a_request_visits_backends_as_the_pure_policy_says(
+    outcomes: list[ErrorKind | None], on: frozenset[ErrorKind]
+) -> None:
+    # Backend i answers, or fails every attempt with outcomes[i] (retryable or not).
+    models = [
+        ScriptedModel(
+            (lambda call, kind=kind: "ok")
+            if kind is None
+            else (lambda call, kind=kind: ModelError(kind, "x", retryable=True))
+        )
+        for kind in outcomes
+    ]
+    retry = RetryPolicy(max_attempts=2, base_delay=0.1)
+
+    async def scenario() -> Result:
+        async with open_driver(
+            models[0], fallback=models[1:], fallback_on=on, retry=retry
+        ) as driver:
+            return await driver.run(make_loop(0))
+
+    result = trio.run(scenario, clock=trio.testing.MockClock(autojump_threshold=0))
+    policy = FallbackPolicy(on)
+    expected = [0]
+    while outcomes[expected[-1]] is not None:
+        following = policy.next(
+            expected[-1],
+            len(outcomes),
+            ModelError(outcomes[expected[-1]], "x"),  # type: ignore[arg-type]
+        )
+        if following is None:
+            break
+        expected.append(following)
+    visited = [i for i, m in enumerate(models) if m.calls]
+    assert visited == expected
+    last = expected[-1]
+    names = ["primary"] + [f"fallback-{i}" for i in range(1, len(models))]
+    # Without fallbacks nothing names the backend (the common path pays nothing for it).
+    assert result.served_by == ((names[last],) if len(models) > 1 else ())
+    assert result.status == ("ok" if outcomes[last] is None else "failed")
+    assert result.turns == 1
+
+
+async def test_a_tasks_fallbacks_serve_the_batches_it_opens(autojump_clock: Any) -> None:
+    primary = ScriptedModel(lambda call: OVERLOADED)
+    backup = ScriptedModel(lambda call: "from the task's backup")
+    task = Task(prompt="{input}", fallback=[Fallback(backup, name="backup")])
+    results = await run_batch(task, [1, 2], backend=primary, retry=RetryPolicy(max_attempts=1))
+    assert [r.output for r in results] == ["from the task's backup"] * 2
+    assert {r.served_by for r in results} == {("backup",)}
+
+
+async def test_a_task_with_fallbacks_and_an_open_driver_is_a_config_error() -> None:
+    model = ScriptedModel(lambda call: "x")
+    task = Task(prompt="{input}", fallback=["sim://"])
+    async with open_driver(model) as driver:
+        with pytest.raises(ConfigError, match="fallbacks"):
+            await run_batch(task, [1], driver=driver)
+    with pytest.raises(ConfigError, match="list of backends"):
+        Task(prompt="{input}", fallback="sim://")

@@ -21,6 +21,7 @@ from agentcore.core import (
     CallTool,
     CancelRequested,
     Finish,
+    Image,
     LoopSnapshot,
     ModelFailed,
     ModelResponded,
@@ -45,7 +46,20 @@ GOLDEN: list[tuple[str, Any, bytes]] = [
     (
         "user",
         UserMessage("Weather in Oslo?"),
-        b'{"type":"user","content":"Weather in Oslo?"}',
+        b'{"type":"user","content":"Weather in Oslo?","images":[]}',
+    ),
+    (
+        "user_with_images",
+        UserMessage(
+            "Compare  and this.",
+            (
+                Image(data=b"\x89PNG\r\n", media_type="image/png", at=8),
+                Image(url="https://example.com/b.jpg"),
+            ),
+        ),
+        b'{"type":"user","content":"Compare  and this.","images":['
+        b'{"data":"iVBORw0K","url":null,"media_type":"image/png","at":8},'
+        b'{"data":null,"url":"https://example.com/b.jpg","media_type":null,"at":null}]}',
     ),
     (
         "assistant_with_call",
@@ -123,7 +137,7 @@ GOLDEN: list[tuple[str, Any, bytes]] = [
             output=OutputSpec("Answer", {"type": "object"}),
         ),
         b'{"type":"call_model","request_id":"run-1/0",'
-        b'"messages":[{"type":"user","content":"hi"}],'
+        b'"messages":[{"type":"user","content":"hi","images":[]}],'
         b'"tools":[{"name":"weather","description":"Current weather.",'
         b'"parameters":{"type":"object","properties":{"city":{"type":"string"}},'
         b'"required":["city"]}}],'
@@ -147,7 +161,7 @@ GOLDEN: list[tuple[str, Any, bytes]] = [
             usage=Usage(5, 1, 0),
         ),
         b'{"type":"finish","output":{"answer":42},'
-        b'"transcript":[{"type":"user","content":"q"},'
+        b'"transcript":[{"type":"user","content":"q","images":[]},'
         b'{"type":"assistant","content":"42","tool_calls":[]}],'
         b'"usage":{"prompt_tokens":5,"completion_tokens":1,"cached_tokens":0}}',
     ),
@@ -176,7 +190,7 @@ GOLDEN: list[tuple[str, Any, bytes]] = [
             results=(ToolMessage("c0", "f", "ok"), None),
         ),
         b'{"run_id":"run-1","state":"awaiting_tools","transcript":'
-        b'[{"type":"user","content":"q"},{"type":"assistant","content":null,"tool_calls":'
+        b'[{"type":"user","content":"q","images":[]},{"type":"assistant","content":null,"tool_calls":'
         b'[{"id":"c0","name":"f","arguments":"{}"},{"id":"c1","name":"g","arguments":"{}"}]}],'
         b'"model_calls":1,"tool_turns":0,"tool_errors":0,"output_retries":0,"final":false,'
         b'"usage":{"prompt_tokens":7,"completion_tokens":2,"cached_tokens":null},'
@@ -232,6 +246,11 @@ def test_pinned_bytes_load_through_the_union(value: Any, expected: bytes) -> Non
 # load, the new fields taking their defaults.
 LEGACY: list[tuple[str, bytes, Any]] = [
     (
+        "user_before_images",
+        b'{"type":"user","content":"Weather in Oslo?"}',
+        UserMessage("Weather in Oslo?"),
+    ),
+    (
         "abort_before_budgets",
         b'{"type":"abort","reason":{"kind":"cancelled","message":"cancelled","error":null},'
         b'"transcript":[],"usage":{"prompt_tokens":0,"completion_tokens":0,"cached_tokens":null}}',
@@ -265,7 +284,7 @@ def test_bytes_of_an_older_format_load_with_defaults_for_new_fields(
 
 
 def test_loads_accepts_text_as_well_as_bytes() -> None:
-    text = '{"type":"user","content":"Grüße ✓"}'
+    text = '{"type":"user","content":"Grüße ✓","images":[]}'
     assert agentcore.core.loads(text, agentcore.core.Message) == UserMessage("Grüße ✓")
     assert agentcore.core.dumps(UserMessage("Grüße ✓")) == text.encode()
 
@@ -323,7 +342,7 @@ def test_sequences_of_messages_round_trip() -> None:
     transcript = (SystemMessage("s"), UserMessage("u"), AssistantMessage("a"))
     data = agentcore.core.dumps(transcript)
     assert data == (
-        b'[{"type":"system","content":"s"},{"type":"user","content":"u"},'
+        b'[{"type":"system","content":"s"},{"type":"user","content":"u","images":[]},'
         b'{"type":"assistant","content":"a","tool_calls":[]}]'
     )
     assert agentcore.core.loads(data, tuple[agentcore.core.Message, ...]) == transcript

@@ -398,10 +398,26 @@ def test_priority_is_normalised_so_lower_runs_sooner() -> None:
     assert parse_chat_request(dynamo).priority == -5
 
 
-def test_content_parts_are_joined() -> None:
-    parts = [{"type": "text", "text": "a"}, {"type": "image_url"}, {"type": "text", "text": "b"}]
-    request = parse_chat_request({"messages": [{"role": "user", "content": parts}]})
-    assert request.messages[0].content == "a[image_url]b"
+def test_content_parts_are_joined_with_a_marker_per_image() -> None:
+    def parts(url: str) -> list[dict[str, Any]]:
+        image = {"type": "image_url", "image_url": {"url": url}}
+        return [{"type": "text", "text": "a"}, image, {"type": "text", "text": "b"}]
+
+    first, same, other = (
+        parse_chat_request({"messages": [{"role": "user", "content": parts(url)}]})
+        .messages[0]
+        .content
+        for url in ("https://x/1.png", "https://x/1.png", "data:image/png;base64,AAAA")
+    )
+    assert first.startswith("a[image ") and first.endswith("]b")
+    assert first == same and first != other
+
+
+@pytest.mark.parametrize("image", [None, {}, {"url": 3}, {"url": "file:///etc/passwd"}])
+def test_an_image_part_without_a_usable_url_is_a_bad_request(image: Any) -> None:
+    part = {"type": "image_url", "image_url": image}
+    with pytest.raises(InvalidRequest, match="image_url"):
+        parse_chat_request({"messages": [{"role": "user", "content": [part]}]})
 
 
 # -- stream frames ------------------------------------------------------------------------------

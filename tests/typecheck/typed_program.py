@@ -73,13 +73,17 @@ async def main() -> None:
         backend="sim://",
         model="sim",
     )
-    reveal_type(outcome)  # revealed: agentcore._batch.MapReduceResult[Plan, Finding, str]
+    same: agentcore.MapReduceResult[Plan, Finding, str] = outcome
+    other: agentcore.MapReduceResult[Plan, Plan, str] = outcome  # error: Incompatible types
     reveal_type(outcome.plan.output)  # revealed: Plan | None
     reveal_type(outcome.answers)  # revealed: tuple[agentcore._results.Result[Finding], ...]
     reveal_type(outcome.summary)  # revealed: agentcore._results.Result[str] | None
     assert isinstance(outcome.plan.output, Plan), outcome.plan
     assert all(isinstance(a.output, Finding) for a in outcome.answers if a.status == "ok")
-    print(plan.status, len(answers), summary is not None, wrong)
+    reveal_type(plan)  # revealed: agentcore._results.Result[Plan]
+    reveal_type(answers)  # revealed: tuple[agentcore._results.Result[Finding], ...]
+    reveal_type(summary)  # revealed: agentcore._results.Result[str] | None
+    print(plan.status, len(answers), summary is not None, wrong, same, other)
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ from .._core.errors import ConfigError
 from .._core.events import CallModel, ModelError, ModelFailed, ModelResponded
 from .._core.messages import (
     AssistantMessage,
+    Image,
     Message,
     ModelParams,
     SystemMessage,
@@ -65,7 +66,7 @@ from .classify import (
     truncated_stream,
 )
 from .codec import Delta, TextDelta, ToolCallDelta
-from .common import put_sampling, wire_count
+from .common import image_base64, put_sampling, wire_count
 from .http import Headers, HttpRequest
 from .sse import SSEDecoder, SSEEvent
 
@@ -186,6 +187,24 @@ def _text_block(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
+def _user_block(part: str | Image) -> dict[str, Any]:
+    """One content block of a user turn with images: text, or an ``image`` block (bytes as a
+    ``base64`` source, URLs as a ``url`` source; a ``data:`` URL is split into the two)."""
+    if isinstance(part, str):
+        return _text_block(part)
+    source: dict[str, Any]
+    if part.data is not None:
+        source = {"type": "base64", "media_type": part.media_type, "data": image_base64(part)}
+    else:
+        assert part.url is not None
+        media, sep, data = part.url.partition(";base64,")
+        if part.url.startswith("data:") and sep:
+            source = {"type": "base64", "media_type": media[len("data:") :], "data": data}
+        else:
+            source = {"type": "url", "url": part.url}
+    return {"type": "image", "source": source}
+
+
 # ----------------------------------------------------------------------------- request building
 
 
@@ -202,6 +221,9 @@ class _Turn:
 
 def _blocks_of(message: Message) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
     """The role, ``tool_result`` blocks and other blocks one message contributes."""
+    if isinstance(message, UserMessage) and message.images:
+        parts = message.parts()
+        return "user", [], [_user_block(p) for p in parts if not isinstance(p, str) or p.strip()]
     if isinstance(message, SystemMessage | UserMessage):
         text = message.content
         return "user", [], ([_text_block(text)] if text.strip() else [])

@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
-from .._core.messages import ModelParams
+from .._core.messages import Image, ModelParams
 
-__all__ = ["put_sampling", "wire_count"]
+__all__ = ["image_base64", "image_url", "put_sampling", "wire_count"]
+
+
+def image_base64(image: Image) -> str:
+    """An image's bytes as standard base64 text (the image must carry ``data``)."""
+    assert image.data is not None
+    return base64.b64encode(image.data).decode("ascii")
+
+
+def image_url(image: Image) -> str:
+    """An image as one URL: its own, or its bytes as a ``data:`` URL."""
+    if image.url is not None:
+        return image.url
+    return f"data:{image.media_type};base64,{image_base64(image)}"
 
 
 def wire_count(value: object) -> int | None:

@@ -31,6 +31,7 @@ from .._core.errors import ConfigError
 from .._core.events import CallModel, ModelError, ModelFailed, ModelResponded
 from .._core.messages import (
     AssistantMessage,
+    Image,
     Message,
     ServerTiming,
     SystemMessage,
@@ -47,7 +48,7 @@ from .classify import (
     truncated_stream,
 )
 from .codec import Delta, TextDelta, ToolCallDelta
-from .common import put_sampling, wire_count
+from .common import image_url, put_sampling, wire_count
 from .dialects import OpenAIOptions, dialect_body, dialect_headers, make_options
 from .http import Headers, HttpRequest
 from .sse import SSEDecoder
@@ -364,7 +365,17 @@ class OpenAIStreamDecoder:
 
 
 def _user_json(message: UserMessage) -> dict[str, Any]:
-    return {"role": "user", "content": message.content}
+    if not message.images:
+        return {"role": "user", "content": message.content}
+    return {"role": "user", "content": [_part_json(part) for part in message.parts()]}
+
+
+def _part_json(part: str | Image) -> dict[str, Any]:
+    """One content part of a user message: text, or an ``image_url`` (inline bytes as a
+    ``data:`` URL)."""
+    if isinstance(part, str):
+        return {"type": "text", "text": part}
+    return {"type": "image_url", "image_url": {"url": image_url(part)}}
 
 
 def _system_json(message: SystemMessage) -> dict[str, Any]:

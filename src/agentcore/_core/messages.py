@@ -12,9 +12,12 @@ from typing import Any
 
 import attrs
 
+from .errors import ConfigError
+
 __all__ = [
     "AgentHints",
     "AssistantMessage",
+    "Image",
     "Message",
     "ModelParams",
     "OutputSpec",
@@ -59,11 +62,100 @@ class SystemMessage:
     content: str
 
 
+_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+
+
+def _check_image(instance: Image, _: attrs.Attribute[Any], __: Any) -> None:
+    data, url, media_type = instance.data, instance.url, instance.media_type
+    if (data is None) == (url is None):
+        raise ConfigError("an Image needs exactly one of data= (bytes) or url=")
+    if data is not None:
+        if not isinstance(data, bytes) or not data:
+            raise ConfigError(f"Image.data must be non-empty bytes, got {type(data).__name__}")
+        if media_type is None:
+            raise ConfigError("an Image given as bytes needs its media_type")
+    elif not isinstance(url, str) or not url.startswith(("https://", "http://", "data:")):
+        raise ConfigError(f"Image.url must be an http(s) or data: URL, got {url!r}")
+    if media_type is not None and media_type not in _IMAGE_TYPES:
+        raise ConfigError(
+            f"Image.media_type must be one of {sorted(_IMAGE_TYPES)}, got {media_type!r}"
+        )
+    at = instance.at
+    if at is not None and (isinstance(at, bool) or not isinstance(at, int) or at < 0):
+        raise ConfigError(f"Image.at must be a non-negative integer or None, got {at!r}")
+
+
+@attrs.frozen(kw_only=True)
+class Image:
+    """An image in a user message: its bytes or a URL, and its media type.
+
+    Give ``data`` (bytes; ``media_type`` required) or ``url`` (``https://``, ``http://`` or a
+    ``data:`` URL; ``media_type`` optional). Codecs send bytes inline (base64) and URLs as
+    URLs.
+
+    Raises:
+        ConfigError: both or neither of ``data`` and ``url``, an unknown media type, a bad
+            offset.
+    """
+
+    data: bytes | None = attrs.field(default=None, validator=_check_image, repr=False)
+    url: str | None = None
+    media_type: str | None = None
+    """``image/png``, ``image/jpeg``, ``image/gif`` or ``image/webp``."""
+    at: int | None = None
+    """Where the image goes in its message's text: a character offset into
+    ``UserMessage.content`` (the text before it, the image, the text after it); ``None``:
+    after the text. Task templates set it where an image placeholder stands."""
+
+
+def _images_tuple(images: Iterable[Image]) -> tuple[Image, ...]:
+    result = tuple(images)
+    for image in result:
+        if not isinstance(image, Image):
+            raise ConfigError(f"UserMessage.images must hold Image values, got {image!r}")
+    return result
+
+
+def _check_offsets(
+    instance: UserMessage, _: attrs.Attribute[Any], images: tuple[Image, ...]
+) -> None:
+    for image in images:
+        if image.at is not None and image.at > len(instance.content):
+            raise ConfigError(
+                f"Image.at={image.at} is past the end of the message's text "
+                f"({len(instance.content)} characters)"
+            )
+
+
 @attrs.frozen
 class UserMessage:
-    """A user turn."""
+    """A user turn: text, and images next to it."""
 
     content: str
+    images: tuple[Image, ...] = attrs.field(
+        default=(), converter=_images_tuple, validator=_check_offsets
+    )
+    """Images of the turn (see :attr:`Image.at` for where each goes in the text)."""
+
+    def parts(self) -> list[str | Image]:
+        """The text and images in order: text pieces (never empty) and images, as placed by
+        :attr:`Image.at` (images without an offset last, in order)."""
+        text = self.content
+        if not self.images:
+            return [text] if text else []
+        end = len(text)
+        placed = sorted(self.images, key=lambda image: end if image.at is None else image.at)
+        parts: list[str | Image] = []
+        position = 0
+        for image in placed:
+            at = end if image.at is None else image.at
+            if at > position:
+                parts.append(text[position:at])
+                position = at
+            parts.append(image)
+        if position < end:
+            parts.append(text[position:])
+        return parts
 
 
 @attrs.frozen

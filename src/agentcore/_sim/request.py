@@ -3,11 +3,13 @@
 :func:`parse_chat_request` turns the decoded JSON body into a :class:`ChatRequest` value or
 raises :class:`InvalidRequest` naming the offending parameter; the server answers the latter
 with a 400 and an OpenAI-style error body. Only what the simulated model and the engine use is
-kept; unknown top-level fields are ignored, as vLLM and Dynamo do.
+kept; unknown top-level fields are ignored, as vLLM and Dynamo do. An ``image_url`` content
+part becomes a short marker naming a digest of its URL in the simulated prompt text.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -92,6 +94,15 @@ class ChatRequest:
     cache_salt: str = ""
 
 
+def _image_stand_in(image: Any, param: str) -> str:
+    """The text an ``image_url`` part stands for in the simulated prompt: a marker naming a
+    digest of its URL, so different images make different prompts (and cache entries)."""
+    url = image.get("url") if isinstance(image, dict) else None
+    if not isinstance(url, str) or not url.startswith(("https://", "http://", "data:image/")):
+        raise InvalidRequest(f"{param}.image_url.url must be an http(s) or data:image URL", param)
+    return f"[image {hashlib.sha256(url.encode()).hexdigest()[:12]}]"
+
+
 def _text(content: Any, param: str, *, required: bool) -> str:
     if content is None:
         if required:
@@ -109,6 +120,8 @@ def _text(content: Any, param: str, *, required: bool) -> str:
                 if not isinstance(text, str):
                     raise InvalidRequest(f"{param}[{i}].text must be a string", param)
                 parts.append(text)
+            elif part["type"] == "image_url":
+                parts.append(_image_stand_in(part.get("image_url"), f"{param}[{i}]"))
             else:
                 parts.append(f"[{part['type']}]")
         return "".join(parts)

@@ -48,6 +48,7 @@ from .._core.events import (
 from .._core.messages import (
     AgentHints,
     AssistantMessage,
+    Image,
     ModelParams,
     OutputSpec,
     ServerTiming,
@@ -214,9 +215,32 @@ def system_messages() -> SearchStrategy[SystemMessage]:
     return st.builds(SystemMessage, content=_texts(80))
 
 
+@st.composite
+def _user_message(draw: st.DrawFn) -> UserMessage:
+    content = draw(_texts(80))
+    offsets = st.none() | st.integers(0, len(content))
+    images = draw(
+        st.lists(
+            st.builds(
+                Image,
+                data=st.binary(min_size=1, max_size=24),
+                media_type=st.sampled_from(["image/png", "image/jpeg"]),
+                at=offsets,
+            )
+            | st.builds(
+                Image,
+                url=st.sampled_from(["https://example.com/a.png", "data:image/gif;base64,R0lG"]),
+                at=offsets,
+            ),
+            max_size=2,
+        )
+    )
+    return UserMessage(content, tuple(images))
+
+
 def user_messages() -> SearchStrategy[UserMessage]:
-    """User turns."""
-    return st.builds(UserMessage, content=_texts(80))
+    """User turns, sometimes with images (bytes or URLs, placed or not)."""
+    return _user_message()
 
 
 def assistant_messages(*, max_calls: int = 3) -> SearchStrategy[AssistantMessage]:

@@ -2,10 +2,11 @@
 
 Workload: ``agentcore demo``'s research task (one coalesced lookup round, then a typed note;
 two model turns per agent) over N agents against the embedded simulated backend (``sim://``,
-default knobs: 64 engine slots, so the queue is the client's), with ``--slots`` inference
-slots on the client. Measured per run, from the start of the batch: the time to the first
-result, to 50 % of the results, and the wall time. Policies alternate run by run; the table
-shows medians of ``--repeats`` runs and priority's ratio to FIFO measured in the same run.
+default knobs but ``--decode-ms``: 64 engine slots, so the queue is the client's), with
+``--slots`` inference slots on the client. Measured per run, from the start of the batch:
+the time to the first result, to 50 % of the results, and the wall time. Policies alternate
+run by run; the table shows medians of ``--repeats`` runs and priority's ratio to FIFO
+measured in the same run.
 
 Run: ``.venv/bin/python bench/bench_slot_policy.py`` (``--agents 300 --slots 8 --repeats 3``).
 """
@@ -21,9 +22,10 @@ import trio
 
 import agentcore
 from agentcore._demo import demo_inputs, demo_task
+from agentcore.sim import SimConfig
 
 
-async def _one(policy: str, agents: int, slots: int) -> dict[str, float]:
+async def _one(policy: str, agents: int, slots: int, decode_ms: float) -> dict[str, float]:
     task = demo_task()
     inputs = demo_inputs(agents)
     stamps: list[float] = []
@@ -37,6 +39,7 @@ async def _one(policy: str, agents: int, slots: int) -> dict[str, float]:
         max_inflight=slots,
         slot_policy=policy,
         stream=True,
+        config=SimConfig(decode_ms_per_token=decode_ms),
     ) as results:
         async for result in results:
             stamps.append(trio.current_time() - start)
@@ -51,16 +54,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--agents", type=int, default=300)
     parser.add_argument("--slots", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--decode-ms", type=float, default=1.0, help="simulated decode time per token (ms)"
+    )
     args = parser.parse_args(argv)
     runs: dict[str, list[dict[str, float]]] = {"fifo": [], "priority": []}
     for _ in range(args.repeats):
         for policy in ("fifo", "priority"):
-            runs[policy].append(trio.run(_one, policy, args.agents, args.slots))
+            runs[policy].append(trio.run(_one, policy, args.agents, args.slots, args.decode_ms))
     medians: dict[str, dict[str, Any]] = {
         p: {k: statistics.median(r[k] for r in rs) for k in ("first", "half", "wall")}
         for p, rs in runs.items()
     }
-    print(f"{args.agents} agents, {args.slots} slots, medians of {args.repeats}")
+    print(
+        f"{args.agents} agents, {args.slots} slots, decode {args.decode_ms} ms/token, "
+        f"medians of {args.repeats}"
+    )
     print("| policy | first result | 50 % of results | wall |")
     print("|---|---|---|---|")
     for policy, m in medians.items():

@@ -44,6 +44,8 @@ NAMESPACES = {
         "RequestFailed", "RequestStarted", "RetryScheduled", "RunAborted", "RunFinished",
         "StepEvent", "StepSink", "StepStream", "ToolEnded", "ToolStarted", "Agent",
         "BackendUnavailable",
+        # seeing what a batch did
+        "render_timeline",
     },
     "agentcore.core": {
         "AgentLoop", "LoopConfig", "LoopSnapshot", "LoopStatistics", "RunState",

@@ -24,6 +24,7 @@ General layout of the private modules
 - ``_generate``, ``_deltas``, ``_steps``, ``_agent``: one-shot generation, deltas, step
   events, and the one-agent surface (docs/watching.md).
 - ``_sim/``: the simulated backend behind :mod:`agentcore.sim`.
+- ``_observe/``: observer hooks, loggers, the trace file and its picture, OpenTelemetry.
 """
 
 from __future__ import annotations
@@ -107,6 +108,9 @@ if TYPE_CHECKING:
     from ._steps import ToolStarted as ToolStarted
     from ._agent import Agent as Agent
 
+    # seeing what a batch did (docs/observability.md)
+    from ._observe.render import render_timeline as render_timeline
+
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
@@ -179,6 +183,8 @@ _EXPORTS: dict[str, str] = {
     "ToolEnded": "_steps",
     "ToolStarted": "_steps",
     "Agent": "_agent",
+    # seeing what a batch did (docs/observability.md)
+    "render_timeline": "_observe.render",
 }
 """Each public name and the private module that defines it."""
 
@@ -245,6 +251,7 @@ __all__ = [
     "open_batch",
     "open_driver",
     "open_mcp_tools",
+    "render_timeline",
     "run_batch",
     "tool",
     "warm_prefix",

@@ -32,6 +32,7 @@ from ._core.messages import Usage
 from ._core.schema import is_pydantic_model
 from ._driver import Driver
 from ._model_client import ModelClient
+from ._observe.log import BATCH
 from ._open import open_driver
 from ._results import Group, Result, ResultStream, RunTimings
 from ._steps import StepSink
@@ -53,6 +54,12 @@ __all__ = [
     "run_batch",
     "warm_prefix",
 ]
+
+
+BATCH_SLOT_POLICY = "priority"
+"""The slot policy of batches unless ``slot_policy=`` says otherwise: agents nearer the end
+(higher turn) are served first, so results arrive from the start of the run instead of after
+every agent's first turn (``bench/bench_slot_policy.py``, docs/benchmarks.md)."""
 
 
 def new_batch_id() -> str:
@@ -197,8 +204,9 @@ async def _driver_for(
         return
     if backend is None:
         raise ConfigError("a backend is needed: pass backend= (a URL such as 'sim://') or driver=")
+    options = {"slot_policy": BATCH_SLOT_POLICY, **driver_options}
     async with open_driver(
-        backend, model=model, max_inflight=max_inflight, tools=stack_tools, **driver_options
+        backend, model=model, max_inflight=max_inflight, tools=stack_tools, **options
     ) as opened:
         yield opened, _strategy(warm, opened)
 
@@ -259,7 +267,8 @@ async def open_batch(
         deps: any object, handed to tools that take a :class:`~agentcore.RunContext`
             (``ctx.deps``), with the run's index and input.
         steps: receives every agent's step events (``Driver.stream``; docs/watching.md).
-        **driver_options: passed to :func:`agentcore.open_driver`.
+        **driver_options: passed to :func:`agentcore.open_driver`; ``slot_policy`` defaults to
+            ``"priority"`` here (near-done agents first: earlier results, same wall time).
 
     Yields:
         A :class:`BatchStream`. Leaving the block early cancels what is still running.
@@ -300,7 +309,18 @@ async def open_batch(
             steps=steps, deps=deps, describe=described.pop, budget=budget, on_budget=on_budget
         )
         results = await stack.enter_async_context(opened._stream(loops, timeout, max_active, group))
+        BATCH.info("batch %s (%s) started", batch_id, task.name, extra={"batch_id": batch_id})
         yield BatchStream[T](results, indices, early, report)
+        stats = opened.statistics()
+        BATCH.info(
+            "batch %s (%s) ended: %d ok, %d failed, %d cancelled",
+            batch_id,
+            task.name,
+            stats.runs_ok,
+            stats.runs_failed + len(early),
+            stats.runs_cancelled,
+            extra={"batch_id": batch_id},
+        )
 
 
 async def run_batch(

@@ -23,10 +23,11 @@ import orjson
 import trio
 
 from ._backends import backend as make_backend
-from ._batch import _as_json_value, new_batch_id, open_batch
+from ._batch import BATCH_SLOT_POLICY, _as_json_value, new_batch_id, open_batch
 from ._cli_output import ResultsFile, check_output_path, interrupted, split_resumed
 from ._core.errors import ConfigError
 from ._demo import demo_inputs, demo_task
+from ._observe.render import render_timeline
 from ._open import open_driver
 from ._results import Result
 from ._serde import dumps
@@ -255,8 +256,9 @@ async def _execute(
 ) -> tuple[list[Result], DriverStatistics]:
     results: list[Result] = []
     progress = _Progress(len(inputs), sys.stderr, progress_enabled)
+    options = {"slot_policy": BATCH_SLOT_POLICY, **driver_options}
     async with open_driver(
-        backend, model=model, max_inflight=max_inflight, tools=task.tools, **driver_options
+        backend, model=model, max_inflight=max_inflight, tools=task.tools, **options
     ) as driver:
         async with trio.open_nursery() as nursery:
             if progress_enabled:
@@ -326,6 +328,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     inputs = read_inputs(Path(args.inputs), task)
     options = _driver_options(args)
     _check_run_args(args, options)
+    if args.trace:
+        check_output_path(Path(args.trace))
+        options["trace"] = args.trace
     if args.retry_failed:
         if args.force:
             raise ConfigError(
@@ -375,6 +380,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    if args.trace:
+        check_output_path(Path(args.trace))
     task = demo_task()
     inputs = demo_inputs(args.agents)
     print(
@@ -393,7 +400,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             out=None,
             transcripts=False,
             progress_enabled=sys.stderr.isatty(),
-            driver_options={"stream": True},
+            driver_options={"stream": True, **({"trace": args.trace} if args.trace else {})},
         )
     )
     print(summary_table(stats, results))
@@ -418,6 +425,14 @@ _SIM_KNOBS = (
     ("speedup", float, "divide all simulated time by this"),
     ("seed", int, "seed of the simulated model"),
 )
+
+
+def _cmd_trace(args: argparse.Namespace) -> int:
+    out = Path(args.output)
+    check_output_path(out)
+    render_timeline(args.trace, out)
+    print(f"agentcore: wrote {out}", file=sys.stderr)
+    return EXIT_OK
 
 
 def _cmd_sim(args: argparse.Namespace) -> int:
@@ -488,7 +503,7 @@ def _parser() -> argparse.ArgumentParser:
         "--slot-policy",
         choices=("fifo", "priority"),
         default=None,
-        help="order of waiting model requests (default: fifo)",
+        help="order of waiting model requests (default: priority, near-done agents first)",
     )
     run.add_argument(
         "--adaptive",
@@ -508,6 +523,9 @@ def _parser() -> argparse.ArgumentParser:
         help="seconds each agent may take (default: no limit)",
     )
     run.add_argument("-q", "--quiet", action="store_true", help="no progress or summary")
+    run.add_argument(
+        "--trace", help="write the batch's timeline (Chrome trace JSON) to this file as it runs"
+    )
     run.set_defaults(handler=_cmd_run)
 
     demo = sub.add_parser("demo", help="run a demo batch on the embedded simulated backend")
@@ -515,7 +533,15 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--max-inflight", type=int, default=32, help="inference slots (32)")
     demo.add_argument("--backend", default="sim://", help="backend URL (default: sim://)")
     demo.add_argument("--model", default="sim", help="model name")
+    demo.add_argument("--trace", help="write the batch's timeline (Chrome trace JSON) here")
     demo.set_defaults(handler=_cmd_demo)
+
+    trace = sub.add_parser(
+        "trace", help="render a --trace file as a self-contained SVG or HTML timeline"
+    )
+    trace.add_argument("trace", help="the trace file written by --trace")
+    trace.add_argument("-o", "--output", required=True, help="timeline.svg or timeline.html")
+    trace.set_defaults(handler=_cmd_trace)
 
     sim = sub.add_parser("sim", help="serve the simulated OpenAI-compatible backend")
     sim.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")

@@ -41,6 +41,7 @@ the adaptive limit does.
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -76,6 +77,8 @@ from ._generate import Generation, GenerationStream, build_call
 from ._generate import generate as _generate
 from ._generate import generate_stream as _generate_stream
 from ._model_client import ModelClient
+from ._observe.log import DRIVER
+from ._observe.observer import Observer
 from ._requests import ModelRequests
 from ._results import Group, Result, ResultStream, Run, RunTimings, Status
 from ._slot_limiter import SlotLimiter
@@ -149,6 +152,7 @@ class Driver:
         self._opened = trio.current_time()
         self._closed_at: float | None = None
         self._ends: dict[Status, int] = {"ok": 0, "failed": 0, "cancelled": 0}
+        self._observer: Observer | None = None
 
     @property
     def client(self) -> ModelClient:
@@ -211,7 +215,7 @@ class Driver:
                 end = await self._drive(run, effects)
         finally:
             self._close_run(run, group)
-        return self._result(run, end)
+        return self._observed(self._result(run, end))
 
     def _open_run(
         self, loop: AgentLoop, index: int, deadline: float | None, group: Group | None
@@ -219,6 +223,8 @@ class Driver:
         scope = trio.CancelScope(deadline=math.inf if deadline is None else deadline)
         run = Run(index, loop, scope, trio.current_time())
         run.deps = self._deps
+        if self._observer is not None:
+            self._observer.run_started(index, run.started)
         # A run is listed once: in its stream's group, or (runs of ``run()``) in everything.
         owner = self._everything if group is None else group
         owner.runs.add(run)
@@ -364,6 +370,14 @@ class Driver:
             output, error = None, end.reason
             cancelled = end.reason.kind is AbortKind.CANCELLED and run.cancelled
             status = "cancelled" if cancelled else "failed"
+            if DRIVER.isEnabledFor(logging.INFO):
+                DRIVER.info(
+                    "agent %d %s: %s",
+                    run.index,
+                    status,
+                    end.reason.message,
+                    extra={"agent": run.index, "status": status, "reason": end.reason.kind.value},
+                )
         self._ends[status] += 1
         if run.steps is not None:
             run.steps.push(run_ended(run.index, end, status, run.turns))
@@ -536,6 +550,8 @@ class Driver:
             finally:
                 self._close_run(run, group)
             result = self._result(run, end)
+            if self._observer is not None:
+                self._observed(result)
             if run.steps is not None:
                 await run.steps.settle()
         finally:
@@ -546,6 +562,21 @@ class Driver:
     def _close(self) -> None:
         self.cancel()
         self._closed_at = trio.current_time()
+        if self._observer is not None:
+            self._observer.close()
+
+    # ------------------------------------------------------------------------ observers
+
+    def _observe(self, observer: Observer | None) -> None:
+        """Tell ``observer`` about runs, slot waits, attempts, back-offs and tool executions."""
+        self._observer = observer
+        self._requests.observer = observer
+        self._executor.observer = observer
+
+    def _observed(self, result: Result) -> Result:
+        if self._observer is not None:
+            self._observer.run_ended(result, result.timings.ended)
+        return result
 
     def cancel(self) -> None:
         """End every run of this driver promptly, now and from now on.

@@ -25,6 +25,7 @@ import attrs
 from ._core.events import CallModel, ModelFailed, ModelResponded
 from ._core.fallback import FallbackPolicy
 from ._core.validators import optional_int_at_least, optional_nonempty_str
+from ._observe.observer import Observer
 from ._requests import ModelRequests, StreamSink
 from ._results import Run
 
@@ -72,6 +73,16 @@ class FallbackRequests:
     def names(self) -> tuple[str, ...]:
         """The backends' names, primary first."""
         return tuple(self._names)
+
+    @property
+    def observer(self) -> Observer | None:
+        """The observer every backend's request path reports to."""
+        return self._routes[0].observer
+
+    @observer.setter
+    def observer(self, observer: Observer | None) -> None:
+        for requests in self._routes:
+            requests.observer = observer
 
     async def send(
         self, call: CallModel, run: Run | None, sink: StreamSink | None = None

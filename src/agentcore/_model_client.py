@@ -13,6 +13,7 @@ codec's stream decoder and the time to first token (the first non-empty delta) i
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol, runtime_checkable
 
@@ -25,6 +26,7 @@ from ._codecs.http import Headers, HttpRequest, Timeouts, header
 from ._codecs.redact import redact, secret_values
 from ._core.errors import AgentcoreError, TransportError
 from ._core.events import CallModel, ModelError, ModelFailed, ModelResponded
+from ._observe.log import TRANSPORT
 from ._transports.protocol import Transport
 
 __all__ = ["DeltaSink", "Exchange", "HttpModelClient", "ModelClient", "StreamingModelClient"]
@@ -98,6 +100,14 @@ def _failed(
     message = redact(error.message, secrets)
     if message != error.message:
         error = attrs.evolve(error, message=message)
+    if error.status is None and TRANSPORT.isEnabledFor(logging.DEBUG):
+        TRANSPORT.debug(
+            "request %s: %s: %s",
+            call.request_id,
+            error.kind.value,
+            message,
+            extra={"request_id": call.request_id, "error_kind": error.kind.value},
+        )
     return Exchange(ModelFailed(call.request_id, error), ttft)
 
 

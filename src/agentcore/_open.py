@@ -8,10 +8,13 @@ order, when the driver's block is left.
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
+
+import trio
 
 from ._backends import backend as make_backend
 from ._backends import is_sim
@@ -27,6 +30,8 @@ from ._driver import Driver
 from ._fallback import Fallback
 from ._mcp import McpServer, open_mcp_tools
 from ._model_client import HttpModelClient, ModelClient
+from ._observe.observer import Observer, combine
+from ._observe.trace import TraceWriter
 from ._sim import SimConfig, open_sim_server
 from ._slot_limiter import SlotLimiter
 from ._tool_executor import open_tool_executor
@@ -147,6 +152,24 @@ async def _open_fallbacks(
     return routes
 
 
+def _observers(
+    trace: str | os.PathLike[str] | None, otel: bool, model: str, client: ModelClient
+) -> Observer | None:
+    found: list[Observer] = []
+    if trace is not None:
+        found.append(TraceWriter(trace, trio.current_time()))
+    if otel:
+        try:
+            from ._observe.otel import OtelObserver  # noqa: PLC0415 - optional, loaded lazily
+        except ImportError:
+            raise ConfigError(
+                "otel=True needs OpenTelemetry: pip install 'agentcore[otel]'"
+            ) from None
+        codec = getattr(client, "codec", None)
+        found.append(OtelObserver(model=model, base_url=getattr(codec, "base_url", None)))
+    return combine(found)
+
+
 @asynccontextmanager
 async def open_driver(
     backend: str | Backend | ModelClient,
@@ -166,6 +189,8 @@ async def open_driver(
     fallback_on: Iterable[ErrorKind] | None = None,
     deps: Any = None,
     mcp: Sequence[McpServer] = (),
+    trace: str | os.PathLike[str] | None = None,
+    otel: bool = False,
     **backend_options: Any,
 ) -> AsyncIterator[Driver]:
     """Open a driver: a slot limiter, a tool executor and a model client for one backend.
@@ -204,6 +229,10 @@ async def open_driver(
         mcp: MCP tool servers (:class:`~agentcore.McpServer`) whose tools are added to
             ``tools``; they are connected (stdio servers started) before anything else and
             closed (stopped) when the block is left. ``driver.executor.tools`` lists them.
+        trace: write the timeline to this file as Chrome trace-event JSON while the driver
+            runs (one track per inference slot; see ``docs/observability.md``).
+        otel: emit OpenTelemetry spans (GenAI semantic conventions) through the global
+            tracer provider; needs ``agentcore[otel]``.
         **backend_options: dialect options passed to :func:`agentcore.wire.backend`.
 
     Yields:
@@ -276,6 +305,8 @@ async def open_driver(
             backend=configured,
             deps=deps,
         )
+        if trace is not None or otel:
+            driver._observe(_observers(trace, otel, model, client))
         try:
             yield driver
         except BaseException as exc:  # re-raised below, once everything is closed

@@ -17,9 +17,10 @@ sketches) plus a ring of the latest requests, so a driver kept open for days doe
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import trio
 
@@ -29,7 +30,9 @@ from ._core.messages import Usage
 from ._core.rejection import repeated_rejection
 from ._core.retry import RetryPolicy
 from ._deltas import stream_exchange
-from ._model_client import ModelClient
+from ._model_client import Exchange, ModelClient
+from ._observe.log import DRIVER
+from ._observe.observer import Observer
 from ._results import Run
 from ._slot_limiter import SlotLimiter
 from ._stats import RequestStats, RequestTotals
@@ -38,6 +41,34 @@ from ._steps import ModelReplied, RequestFailed, RequestStarted, RetryScheduled,
 __all__ = ["ModelRequests"]
 
 _OVERLOAD_KINDS = frozenset({ErrorKind.RATE_LIMITED, ErrorKind.OVERLOADED})
+_LOG = DRIVER
+
+
+def _fields(
+    call: CallModel, run: Run | None, attempt: int, error: ModelError | None
+) -> dict[str, Any]:
+    return {
+        "agent": None if run is None else run.index,
+        "request_id": call.request_id,
+        "attempt": attempt,
+        "error_kind": None if error is None else error.kind.value,
+        "status": None if error is None else error.status,
+    }
+
+
+def _log_attempt(
+    call: CallModel, run: Run | None, attempt: int, exchange: Exchange, latency: float
+) -> None:
+    event = exchange.event
+    error = event.error if isinstance(event, ModelFailed) else None
+    _LOG.debug(
+        "model request %s attempt %d: %s in %.3f s",
+        call.request_id,
+        attempt,
+        "ok" if error is None else error.kind.value,
+        latency,
+        extra={**_fields(call, run, attempt, error), "latency": latency, "ttft": exchange.ttft},
+    )
 
 
 class StreamSink(Protocol):
@@ -70,6 +101,8 @@ class ModelRequests:
         self._random = random
         self.stats = RequestTotals()
         """What was measured; model fallback makes every backend share one."""
+        self.observer: Observer | None = None
+        """Told about slot waits, attempts and back-offs (``None``: nobody listens)."""
 
     async def send(
         self, call: CallModel, run: Run | None, sink: StreamSink | None = None
@@ -86,12 +119,20 @@ class ModelRequests:
         priority = call.hints.priority
         attempts = 0
         slot_wait = 0.0
+        observer = self.observer
+        token = None
         previous: ModelError | None = None
         while True:
             if steps is not None:
                 await steps.settle()
+            if observer is not None:
+                observer.queued(call, None if run is None else run.index, trio.current_time())
             slot = await limiter.slot(owner, priority)
             attempts += 1
+            if observer is not None:
+                token = observer.attempt_started(
+                    call, None if run is None else run.index, attempts, slot.wait, slot.granted_at
+                )
             self.stats.attempts += 1
             if run is not None and attempts == 1:
                 run.turns += 1
@@ -117,6 +158,8 @@ class ModelRequests:
                     exchange = await stream_exchange(self._client, call, sink)
             except BaseException:
                 limiter.release(slot)
+                if observer is not None:
+                    observer.attempt_ended(token, None, trio.current_time())
                 raise
             now = trio.current_time()
             latency = now - slot.granted_at
@@ -125,6 +168,10 @@ class ModelRequests:
                 limiter.release(slot, overloaded=event.error.kind in _OVERLOAD_KINDS, now=now)
             else:
                 limiter.release(slot, succeeded=True, now=now)
+            if observer is not None:
+                observer.attempt_ended(token, exchange, now)
+            if _LOG.isEnabledFor(logging.DEBUG):
+                _log_attempt(call, run, attempts, exchange, latency)
             if run is not None:
                 run.attempts += 1
                 run.model_time += latency
@@ -144,12 +191,34 @@ class ModelRequests:
             )
             if wait is None or (sink is not None and sink.delivered):
                 break
+            if _LOG.isEnabledFor(logging.INFO):
+                _LOG.info(
+                    "model request %s attempt %d failed (%s); retrying in %.2f s",
+                    call.request_id,
+                    attempts,
+                    event.error.kind.value,
+                    wait,
+                    extra={**_fields(call, run, attempts, event.error), "wait": wait},
+                )
+            if observer is not None:
+                observer.backoff(call, None if run is None else run.index, event.error, wait, now)
             if steps is not None:
                 assert run is not None
                 steps.push(
                     RetryScheduled(run.index, call.request_id, attempts, event.error, wait, now)
                 )
             await trio.sleep(wait)
+        if isinstance(event, ModelFailed) and _LOG.isEnabledFor(logging.WARNING):
+            _LOG.warning(
+                "model request %s failed after %d attempt(s): %s: %s",
+                call.request_id,
+                attempts,
+                event.error.kind.value,
+                event.error.message,
+                extra=_fields(call, run, attempts, event.error),
+            )
+        if observer is not None:
+            observer.request_ended(call, event, now)
         if run is not None:
             run.ttft.append(exchange.ttft)
         if steps is not None:

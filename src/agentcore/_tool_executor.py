@@ -50,6 +50,7 @@ One executor serves every agent of a driver. ``call(effect)`` goes through these
 
 from __future__ import annotations
 
+import logging
 import math
 import types
 import typing
@@ -66,6 +67,8 @@ from ._core.errors import ConfigError
 from ._core.events import CallTool, ToolError, ToolFailed, ToolReturned
 from ._core.schema import ValidationFailed
 from ._core.singleflight import SingleflightTable, tool_key
+from ._observe.log import TOOLS
+from ._observe.observer import Observer
 from ._tools import Tool, encode_result
 
 __all__ = [
@@ -236,16 +239,21 @@ class _RateLimiter:
             self.bucket.take(trio.current_time())
 
 
+_CANCELLED = ToolError("cancelled", "the call was cancelled")
+
+
 class _Flight:
     """One shared execution, run by its *leader* task. The other waiters are the tasks the
     singleflight table lists for ``key``; each is parked until the leader hands it the outcome,
     or the lead (when the leader was cancelled)."""
 
-    __slots__ = ("leader", "outcome")
+    __slots__ = ("leader", "outcome", "token")
 
     def __init__(self, leader: trio.lowlevel.Task) -> None:
         self.leader = leader
         self.outcome: _Outcome | None = None
+        self.token: Any = None
+        """The observer's handle on this execution, if anyone observes."""
 
 
 @attrs.define(eq=False)
@@ -300,6 +308,8 @@ class ToolExecutor:
         self._sweep_at = 64
         self._cache_size = cache_size
         self._counters = {name: _Counters() for name in by_name}
+        self.observer: Observer | None = None
+        """Told about each execution and the calls that share it (``None``: nobody listens)."""
         self._value_keyed = {name for name, t in by_name.items() if _keyed_by_value(t)}
         self._limiters = {
             name: trio.CapacityLimiter(t.options.max_concurrency)
@@ -381,6 +391,8 @@ class ToolExecutor:
         else:
             key = self._key(tool, raw, arguments)
         if key is None:
+            if self.observer is not None:
+                return _reply(effect.call_id, await self._observed(tool, arguments, run_context))
             return _reply(effect.call_id, await self._execute(tool, arguments, run_context))
         if tool.options.cache:
             content = self._cached(key)
@@ -436,9 +448,14 @@ class ToolExecutor:
         me = trio.lowlevel.current_task()
         if self._table.join(key, me):
             flight = self._flights[key] = _Flight(me)
+            if self.observer is not None:
+                # Told here, in the first caller's task, so that joiners always find it.
+                flight.token = self.observer.tool_started(tool.name, trio.current_time())
         else:
             flight = self._flights[key]
             self._counters[tool.name].coalesced += 1
+            if self.observer is not None:
+                self.observer.tool_joined(flight.token, trio.current_time())
             if shared is not None:
                 shared.append("coalesced")
             # Park until the leader hands over the outcome, or the lead.
@@ -468,13 +485,34 @@ class ToolExecutor:
                 for waiter in waiters:
                     if waiter is not me:
                         trio.lowlevel.reschedule(waiter)
+                self._observed_end(flight, outcome, len(waiters))
             elif self._table.leave(key, me):  # cancelled, and nobody else waits
                 del self._flights[key]
+                self._observed_end(flight, _CANCELLED, 0)
             else:  # cancelled: the first waiter left takes the lead
                 heir = self._table.waiters(key)[0]
                 flight.leader = heir
                 trio.lowlevel.reschedule(heir)
         return outcome
+
+    def _observed_end(self, flight: _Flight, outcome: _Outcome, calls: int) -> None:
+        if self.observer is not None and flight.token is not None:
+            error = outcome if isinstance(outcome, ToolError) else None
+            self.observer.tool_ended(flight.token, error, calls, trio.current_time())
+
+    async def _observed(
+        self, tool: Tool[..., Any], arguments: Any, context: RunContext[Any] | None
+    ) -> _Outcome:
+        """``_execute`` for a call that is not coalesced, told to the observer."""
+        assert self.observer is not None
+        token = self.observer.tool_started(tool.name, trio.current_time())
+        outcome: _Outcome = ToolError("cancelled", "the call was cancelled")
+        try:
+            outcome = await self._execute(tool, arguments, context)
+            return outcome
+        finally:
+            error = outcome if isinstance(outcome, ToolError) else None
+            self.observer.tool_ended(token, error, 1, trio.current_time())
 
     # ------------------------------------------------------------------------- cache
 
@@ -538,13 +576,34 @@ class ToolExecutor:
                 return encode_result(await self._invoke(tool, arguments, context))
             counters.timeouts += 1
             counters.failures += 1
+            TOOLS.warning(
+                "tool %s timed out after %g s",
+                tool.name,
+                timeout,
+                extra={"tool": tool.name, "error_type": "timeout"},
+            )
             return ToolError("timeout", f"tool {tool.name!r} did not finish within {timeout:g} s")
         except Exception as exc:  # a failing tool is reported to the model, never raised
             counters.failures += 1
+            TOOLS.warning(
+                "tool %s raised %s: %s",
+                tool.name,
+                type(exc).__name__,
+                exc,
+                extra={"tool": tool.name, "error_type": type(exc).__name__},
+            )
             return ToolError(type(exc).__name__, str(exc) or type(exc).__name__)
         finally:
             counters.running -= 1
-            counters.execution_time += trio.current_time() - started
+            elapsed = trio.current_time() - started
+            counters.execution_time += elapsed
+            if TOOLS.isEnabledFor(logging.DEBUG):
+                TOOLS.debug(
+                    "tool %s ran %.3f s",
+                    tool.name,
+                    elapsed,
+                    extra={"tool": tool.name, "duration": elapsed},
+                )
 
     def _invoke(
         self, tool: Tool[..., Any], arguments: Any, context: RunContext[Any] | None

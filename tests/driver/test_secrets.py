@@ -78,3 +78,20 @@ def test_dumps_redacts_secret_headers_of_a_request_unless_asked_to_keep_them() -
     ]
     kept = dumps(request, keep_secrets=True)
     assert loads(kept, HttpRequest) == request
+
+
+async def test_a_secret_in_a_custom_header_is_redacted_too() -> None:
+    token = "tok-" + secrets.token_hex(12)
+
+    def respond(body: dict[str, Any], n: int) -> Any:
+        return error(403, f"token {token} is not allowed here")
+
+    async with (
+        open_openai_server(respond) as server,
+        open_driver(server.url, model="m", extra_headers={"X-Goog-Api-Key": token}) as driver,
+    ):
+        result = await driver.run(make_loop(0))
+    assert result.status == "failed"
+    assert token not in repr(result)
+    assert result.error is not None and result.error.error is not None
+    assert "token <redacted> is not allowed here" in result.error.error.message

@@ -31,12 +31,19 @@ _QUOTED_CREDENTIALS = re.compile(
 )
 
 
+_SECRET_NAME = re.compile(r"key|token|secret|auth|password|credential|signature", re.I)
+"""Header names that suggest a secret (``x-goog-api-key``, ``x-auth-token``...), besides the
+known :data:`SECRET_HEADERS`."""
+
+
 def secret_values(headers: Headers) -> tuple[str, ...]:
-    """The secrets carried by ``headers``: each secret header's value, and its token after an
-    auth scheme (``Bearer sk-...`` gives both the whole value and ``sk-...``)."""
+    """The secrets carried by ``headers``: each secret header's value (a known secret header,
+    or one whose name says key, token, secret, auth...), and its token after an auth scheme
+    (``Bearer sk-...`` gives both the whole value and ``sk-...``)."""
     found: list[str] = []
     for name, value in headers:
-        if name in SECRET_HEADERS and value.strip():
+        secret = name in SECRET_HEADERS or _SECRET_NAME.search(name) is not None
+        if secret and value.strip():
             found.append(value)
             scheme, _, token = value.partition(" ")
             if token.strip() and scheme.isalpha():

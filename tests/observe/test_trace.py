@@ -1,0 +1,259 @@
+"""``--trace`` / ``trace=``: the batch's timeline as Chrome trace-event JSON, and its picture."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+import agentcore
+from agentcore import RetryPolicy
+from agentcore.sim import SimConfig
+from tests.batch.test_cli import _write_inputs, _write_task
+from tests.batch.test_cli_never_loses_results import _agentcore
+
+FAST_RETRY = RetryPolicy(max_attempts=4, base_delay=0.01, max_delay=0.05)
+
+
+@agentcore.tool(coalesce=True)
+async def lookup(topic: str) -> str:
+    """Look a topic up.
+
+    Args:
+        topic: what to look up.
+    """
+    await trio.sleep(0.05)
+    if topic.startswith("bad"):
+        raise RuntimeError(f"no entry for {topic}")
+    return f"{topic}: found"
+
+
+TASK = agentcore.Task(
+    name="look",
+    system="You look topics up with the lookup tool, then answer in one sentence.",
+    prompt="Topic: {topic}",
+    tools=[lookup],
+    max_turns=3,
+)
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    data = json.loads(path.read_text())  # the finished file is one valid JSON document
+    assert isinstance(data, list)
+    return data
+
+
+async def _batch(trace: Path, inputs: list[dict[str, str]], **options: Any) -> Any:
+    async with agentcore.open_driver(
+        "sim://",
+        model="sim",
+        max_inflight=4,
+        tools=[lookup],
+        stream=True,
+        trace=trace,
+        retry=FAST_RETRY,
+        seed=1,
+        **options,
+    ) as driver:
+        results = await agentcore.run_batch(TASK, inputs, driver=driver)
+        return results, driver.statistics()
+
+
+def test_trace_has_one_track_per_slot_and_every_attempt_tool_execution_and_result(
+    tmp_path: Path,
+) -> None:
+    trace = tmp_path / "trace.json"
+    inputs = [{"topic": f"t{i % 3}"} for i in range(24)]
+    results, stats = trio.run(lambda: _batch(trace, inputs, config=SimConfig(speedup=10, slots=64)))
+    assert all(r.status == "ok" for r in results)
+    events = _events(trace)
+    attempts = [e for e in events if e["ph"] == "X" and e["pid"] == 1 and e["name"] != "streaming"]
+    assert len(attempts) == stats.attempts
+    assert {e["tid"] for e in attempts} <= set(range(1, 5))  # never more tracks than slots
+    # No two attempts overlap on one slot track.
+    for tid in {e["tid"] for e in attempts}:
+        spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in attempts if e["tid"] == tid)
+        assert all(a[1] <= b[0] + 0.2 for a, b in itertools.pairwise(spans))
+    # Streamed replies carry their TTFT, and a nested "streaming" slice starts there.
+    streamed = [e for e in attempts if "ttft_ms" in e["args"]]
+    assert streamed
+    assert sum(e["name"] == "streaming" for e in events if e["ph"] == "X") == len(streamed)
+    # Tool executions are drawn once; coalesced calls show as waiters of one execution.
+    executions = [e for e in events if e["ph"] == "X" and e["pid"] == 2]
+    assert len(executions) == stats.tool_executions
+    assert sum(e["args"]["waiters"] for e in executions) == stats.tool_calls
+    assert any(e["args"]["waiters"] > 1 for e in executions)
+    # Every agent's end, and the final counts.
+    ends = [e for e in events if e["ph"] == "i"]
+    assert sorted(e["args"]["agent"] for e in ends) == list(range(24))
+    finals = [e for e in events if e["ph"] == "C" and e["name"] == "results"]
+    assert finals[-1]["args"] == {"ok": 24, "failed": 0, "cancelled": 0}
+
+
+def test_trace_of_a_faulty_batch_shows_failed_attempts_back_offs_and_tool_errors(
+    tmp_path: Path,
+) -> None:
+    trace = tmp_path / "trace.json"
+    inputs = [{"topic": "bad" if i % 4 == 0 else f"t{i}"} for i in range(24)]
+    _, stats = trio.run(lambda: _batch(trace, inputs, config=SimConfig(speedup=10, fail_rate=0.3)))
+    events = _events(trace)
+    failed = [
+        e for e in events if e["ph"] == "X" and e["pid"] == 1 and "error" in e.get("args", {})
+    ]
+    backoffs = [e for e in events if e["ph"] == "X" and e["pid"] == 3]
+    assert stats.attempts > stats.requests  # the server's faults were retried
+    assert failed
+    assert all(e["cname"] == "terrible" for e in failed)
+    assert len(backoffs) == stats.attempts - stats.requests
+    assert all(e["dur"] > 0 for e in backoffs)
+    tool_errors = [
+        e for e in events if e["ph"] == "X" and e["pid"] == 2 and "error" in e.get("args", {})
+    ]
+    assert tool_errors
+    assert "RuntimeError: no entry for bad" in tool_errors[0]["args"]["error"]
+
+
+def test_the_trace_reaches_the_file_while_the_batch_runs(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.json"
+    sizes: list[int] = []
+
+    async def main() -> None:
+        inputs = [{"topic": f"t{i}"} for i in range(600)]
+        async with agentcore.open_batch(
+            TASK,
+            inputs,
+            backend="sim://",
+            model="sim",
+            max_inflight=8,
+            trace=trace,
+            config=SimConfig(speedup=50),
+        ) as results:
+            async for result in results:
+                if result.index % 100 == 0:
+                    sizes.append(trace.stat().st_size)
+
+    trio.run(main)
+    final = trace.stat().st_size
+    assert any(0 < s < final for s in sizes)  # written in pieces, not held until the end
+
+
+def test_agentcore_run_trace_then_agentcore_trace_renders_svg_and_html(tmp_path: Path) -> None:
+    task = _write_task(tmp_path, 0.0)
+    inputs = _write_inputs(tmp_path, 6)
+    trace = tmp_path / "trace.json"
+    run = subprocess.run(
+        _agentcore(
+            "run",
+            task,
+            inputs,
+            "-o",
+            tmp_path / "out.jsonl",
+            "--trace",
+            trace,
+            "-q",
+            "--max-inflight",
+            "3",
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    kinds = Counter(e["ph"] for e in _events(trace))
+    assert kinds["X"] >= 12  # two turns per agent at least
+    svg = tmp_path / "timeline.svg"
+    html = tmp_path / "timeline.html"
+    for out in (svg, html):
+        proc = subprocess.run(
+            _agentcore("trace", trace, "-o", out), capture_output=True, text=True, check=False
+        )
+        assert proc.returncode == 0, proc.stderr
+    root = ET.parse(svg).getroot()  # well-formed XML
+    assert root.tag.endswith("svg")
+    text = svg.read_text()
+    for needle in ("slot 1", "slot 3", "slot utilisation", "tool executions", "6 agents (6 ok)"):
+        assert needle in text
+    assert "slot 4" not in text
+    page = html.read_text()
+    assert page.startswith("<!doctype html>")
+    assert "<svg" in page
+    assert "http" not in page.replace("http://www.w3.org/2000/svg", "")  # nothing fetched
+
+
+def test_agentcore_trace_rejects_a_missing_file_and_an_unknown_format(tmp_path: Path) -> None:
+    missing = subprocess.run(
+        _agentcore("trace", tmp_path / "nope.json", "-o", tmp_path / "t.svg"),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert missing.returncode == 2
+    assert "no such trace file" in missing.stderr
+    trace = tmp_path / "t.json"
+    trace.write_text("[\n]\n")
+    wrong = subprocess.run(
+        _agentcore("trace", trace, "-o", tmp_path / "t.png"),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert wrong.returncode == 2
+    assert ".svg or .html" in wrong.stderr
+
+
+def test_a_trace_file_that_cannot_be_written_stops_tracing_not_the_batch(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # /dev/full accepts opening and fails every write with "No space left on device".
+    inputs = [{"topic": f"t{i}"} for i in range(300)]
+    results, _ = trio.run(lambda: _batch(Path("/dev/full"), inputs, config=SimConfig(speedup=50)))
+    assert [r.status for r in results] == ["ok"] * 300
+    warnings = [r for r in caplog.records if r.name == "agentcore.batch"]
+    assert any(
+        "tracing stopped" in r.getMessage() or "/dev/full" in r.getMessage() for r in warnings
+    )
+
+
+def test_render_timeline_refuses_what_is_not_an_agentcore_trace(tmp_path: Path) -> None:
+    bogus = tmp_path / "bogus.json"
+    bogus.write_text('{"not": "a trace"}')
+    with pytest.raises(agentcore.ConfigError, match="not a trace"):
+        agentcore.render_timeline(bogus, tmp_path / "t.svg")
+    with pytest.raises(agentcore.ConfigError, match="no such trace file"):
+        agentcore.render_timeline(tmp_path / "missing.json", tmp_path / "t.svg")
+
+
+def test_the_trace_writer_keeps_nothing_per_agent(tmp_path: Path) -> None:
+    from agentcore.testing import ScriptedModel, run_in_virtual_time
+
+    trace = tmp_path / "trace.json"
+    task = agentcore.Task(system="Answer.", prompt="Question {input}")
+    agents = 5000
+
+    async def main() -> Any:
+        model = ScriptedModel(lambda call: "done", latency=0.05, ttft=0.01)
+        async with agentcore.open_driver(model, max_inflight=8, trace=trace) as driver:
+            writer = driver._observer
+            await agentcore.run_batch(task, range(agents), driver=driver)
+            return writer
+
+    writer = run_in_virtual_time(main).value
+    # Only what is in flight is kept: track numbers bounded by the slots, nothing per agent.
+    assert writer._slots.used <= 8
+    assert len(writer._slots._free) <= 8
+    assert writer._tools.used == 0
+    assert writer._backoff_ends == []
+    events = _events(trace)
+    assert sum(e["ph"] == "i" for e in events) == agents
+    # The picture is bounded by its width: 5,000 attempts too short to draw apart merge.
+    svg = agentcore.render_timeline(trace, tmp_path / "t.svg")
+    assert svg.stat().st_size < 200_000
+    assert " more)</title>" in svg.read_text()  # merged shapes say how many they hold

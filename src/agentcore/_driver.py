@@ -65,6 +65,7 @@ from ._core.events import (
 from ._core.loop import AgentLoop, RunState
 from ._core.retry import RetryPolicy
 from ._model_client import ModelClient
+from ._rate_limiter import RateLimiter
 from ._requests import ModelRequests
 from ._results import Group, Result, ResultStream, Run, RunTimings, Status
 from ._slot_limiter import SlotLimiter
@@ -95,10 +96,11 @@ class Driver:
         executor: ToolExecutor,
         retry: RetryPolicy,
         rng: random.Random,
+        rates: RateLimiter | None = None,
     ) -> None:
         self._limiter = limiter
         self._executor = executor
-        self._requests = ModelRequests(client, limiter, retry, rng.random)
+        self._requests = ModelRequests(client, limiter, retry, rng.random, rates)
         self._everything = Group()
         self._opened = trio.current_time()
         self._closed_at: float | None = None
@@ -460,6 +462,7 @@ class Driver:
             tools=tools,
             slots=slots,
             slot_utilisation=slots.busy_time / capacity if capacity > 0 else None,
+            rates=requests.rates.statistics(),
         )
 
 

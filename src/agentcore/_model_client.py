@@ -13,6 +13,7 @@ codec's stream decoder and the time to first token (the first non-empty delta) i
 
 from __future__ import annotations
 
+import time
 from typing import Protocol, runtime_checkable
 
 import attrs
@@ -21,8 +22,10 @@ import trio
 from ._codecs.classify import connection_error, truncated_stream
 from ._codecs.codec import Codec, Delta, TextDelta
 from ._codecs.http import Timeouts
+from ._codecs.ratelimits import read_rate_headers
 from ._core.errors import AgentcoreError, TransportError
 from ._core.events import CallModel, ErrorKind, ModelError, ModelFailed, ModelResponded
+from ._core.ratebudget import RateObservation
 from ._transports.protocol import Transport
 
 __all__ = ["Exchange", "HttpModelClient", "ModelClient"]
@@ -36,6 +39,8 @@ class Exchange:
     ttft: float | None = None
     """Seconds from the start of the attempt to the first non-empty delta (streamed replies
     only)."""
+    rate: RateObservation | None = None
+    """What the reply's rate-limit headers said (``None``: nothing)."""
 
 
 @runtime_checkable
@@ -111,7 +116,7 @@ class HttpModelClient:
         except AgentcoreError as exc:
             return Exchange(ModelFailed(call.request_id, _unusable(exc)))
         event = self.codec.decode(call.request_id, response.status, response.headers, response.body)
-        return Exchange(event)
+        return Exchange(event, None, read_rate_headers(response.headers, time.time()))
 
     async def _streamed(self, call: CallModel) -> Exchange:
         started = trio.current_time()
@@ -126,13 +131,14 @@ class HttpModelClient:
                     event = self.codec.decode(
                         call.request_id, response.status, response.headers, bytes(body)
                     )
-                    return Exchange(event)
+                    return Exchange(event, None, read_rate_headers(response.headers, time.time()))
+                rate = read_rate_headers(response.headers, time.time())
                 decoder = self.codec.stream_decoder(call.request_id)
                 while chunk := await response.receive():
                     deltas = decoder.feed(chunk)
                     if ttft is None and any(_nonempty(d) for d in deltas):
                         ttft = trio.current_time() - started
-                return Exchange(decoder.finish(), ttft)
+                return Exchange(decoder.finish(), ttft, rate)
         except TransportError as exc:
             if exc.response_started:
                 error = truncated_stream(f"stream interrupted: {exc}")

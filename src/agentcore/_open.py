@@ -22,6 +22,7 @@ from ._core.slots import SlotPolicy
 from ._core.validators import check_choice
 from ._driver import Driver
 from ._model_client import HttpModelClient, ModelClient
+from ._rate_limiter import RateLimiter
 from ._sim import open_sim_server
 from ._slot_limiter import SlotLimiter
 from ._tool_executor import open_tool_executor
@@ -82,6 +83,8 @@ async def open_driver(
     transport: TransportKind | None = None,
     api_key: str | None = None,
     seed: int | None = None,
+    requests_per_minute: int | None = None,
+    tokens_per_minute: int | None = None,
     **backend_options: Any,
 ) -> AsyncIterator[Driver]:
     """Open a driver: a slot limiter, a tool executor and a model client for one backend.
@@ -110,6 +113,11 @@ async def open_driver(
         transport: ``"lean"`` or ``"httpx"`` (``None``: the backend's default).
         api_key: the API key for hosted backends.
         seed: seeds the back-off jitter, for reproducible schedules.
+        requests_per_minute: the backend's request limit. Requests wait for budget before
+            they queue for a slot, holding nothing. Limits are also learned from the
+            ``x-ratelimit-*`` / ``anthropic-ratelimit-*`` headers of replies (the lower wins).
+        tokens_per_minute: the backend's token limit; each request reserves its estimated
+            tokens, corrected by the reply's usage.
         **backend_options: dialect options passed to :func:`agentcore.wire.backend`.
 
     Yields:
@@ -121,6 +129,10 @@ async def open_driver(
     if isinstance(max_inflight, bool) or not isinstance(max_inflight, int) or max_inflight < 1:
         raise ConfigError(f"max_inflight must be a positive integer, got {max_inflight!r}")
     check_choice("slot_policy", slot_policy, ("fifo", "priority"))
+    try:
+        rates = RateLimiter(requests_per_minute, tokens_per_minute)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     # The tool executor keeps a nursery open around our ``yield``; an exception of the
     # caller's block is taken out before it would be wrapped in an exception group there,
     # and re-raised as itself once everything is closed.
@@ -159,6 +171,7 @@ async def open_driver(
             executor=executor,
             retry=retry,
             rng=random.Random(seed),
+            rates=rates,
         )
         try:
             yield driver

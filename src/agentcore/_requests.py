@@ -27,6 +27,7 @@ from ._core.events import CallModel, ErrorKind, ModelFailed, ModelResponded
 from ._core.messages import Usage
 from ._core.retry import RetryPolicy
 from ._model_client import ModelClient
+from ._rate_limiter import RateLimiter
 from ._results import Run
 from ._slot_limiter import SlotLimiter
 from ._stats import RECENT_REQUESTS, Distribution, RequestStats
@@ -45,8 +46,11 @@ class ModelRequests:
         limiter: SlotLimiter,
         retry: RetryPolicy,
         random: Callable[[], float],
+        rates: RateLimiter | None = None,
     ) -> None:
         self._client = client
+        self.rates = RateLimiter() if rates is None else rates
+        """Request and token budgets: waited on, holding no slot, before each attempt."""
         self._limiter = limiter
         self._retry = retry
         self._random = random
@@ -76,8 +80,14 @@ class ModelRequests:
         priority = call.hints.priority
         attempts = 0
         slot_wait = 0.0
+        rates = self.rates
         while True:
-            slot = await limiter.acquire(owner, priority)
+            reservation = await rates.reserve(call)
+            try:
+                slot = await limiter.acquire(owner, priority)
+            except BaseException:
+                rates.unsent(reservation)
+                raise
             attempts += 1
             self.attempts += 1
             if run is not None and attempts == 1:
@@ -87,10 +97,12 @@ class ModelRequests:
                 exchange = await self._client.exchange(call)
             except BaseException:
                 limiter.release(slot)
+                rates.cancelled(reservation)
                 raise
             now = trio.current_time()
             latency = now - slot.granted_at
             event = exchange.event
+            rates.replied(call, reservation, event, exchange.rate)
             if isinstance(event, ModelFailed):
                 limiter.release(slot, overloaded=event.error.kind in _OVERLOAD_KINDS, now=now)
             else:

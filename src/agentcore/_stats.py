@@ -19,6 +19,7 @@ import attrs
 from ddsketch import LogCollapsingLowestDenseDDSketch
 
 from ._core.events import ErrorKind
+from ._rate_limiter import RateLimiterStatistics
 from ._slot_limiter import SlotStatistics
 from ._tool_executor import ToolExecutorStatistics
 
@@ -223,3 +224,5 @@ class DriverStatistics:
     slots: SlotStatistics
     slot_utilisation: float | None
     """Busy slot-seconds / (``max_inflight`` x wall time)."""
+    rates: RateLimiterStatistics | None = None
+    """Request and token limits in force, waits for budget and 429s."""

@@ -34,6 +34,7 @@ NAMESPACES = {
         # the driver
         "Driver", "open_driver", "Result", "ResultStream", "RunTimings", "Timeouts",
         "RetryPolicy", "SlotStatistics", "DriverStatistics", "RequestStats", "Summary",
+        "RateLimiterStatistics",
         # the batch layer
         "BatchStream", "MapReduceResult", "map_reduce", "open_batch", "run_batch",
         "warm_prefix", "Task", "load_task",

@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from ._codecs.http import Timeouts as Timeouts
     from ._core.retry import RetryPolicy as RetryPolicy
     from ._slot_limiter import SlotStatistics as SlotStatistics
+    from ._rate_limiter import RateLimiterStatistics as RateLimiterStatistics
     from ._stats import DriverStatistics as DriverStatistics
     from ._stats import RequestStats as RequestStats
     from ._stats import Summary as Summary
@@ -108,6 +109,7 @@ _EXPORTS: dict[str, str] = {
     "Timeouts": "_codecs.http",
     "RetryPolicy": "_core.retry",
     "SlotStatistics": "_slot_limiter",
+    "RateLimiterStatistics": "_rate_limiter",
     "DriverStatistics": "_stats",
     "RequestStats": "_stats",
     "Summary": "_stats",
@@ -143,6 +145,7 @@ __all__ = [
     "RequestStats",
     "Result",
     "ResultStream",
+    "RateLimiterStatistics",
     "RetryPolicy",
     "RunTimings",
     "SlotStatistics",

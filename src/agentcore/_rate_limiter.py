@@ -158,8 +158,6 @@ class RateLimiter:
         ):
             return  # nothing is limited: keep the common path cheap
         now = trio.current_time()
-        if observation is not None:
-            budget.observe(now, observation)
         if isinstance(event, ModelResponded):
             usage = event.usage
             used = usage.prompt_tokens + usage.completion_tokens
@@ -174,6 +172,10 @@ class RateLimiter:
                 budget.refund(reservation, now)
         elif reservation is not None:
             budget.settle(reservation, 0, now)
+        if observation is not None:
+            # After the correction: what remains at the server already counts this request's
+            # real usage, so it caps the corrected level rather than being corrected again.
+            budget.observe(now, observation)
         self._notify()
 
     def statistics(self) -> RateLimiterStatistics:

@@ -319,9 +319,8 @@ class _App:
         if limits is not None:
             now = trio.current_time()
             wait = limits.admit(now, len(tokens))
-            headers = [*headers, *limits.headers(now)]
             if wait is not None:
-                await self._limited(conn, stream, wait, headers)
+                await self._limited(conn, stream, wait, [*headers, *limits.headers(now)])
                 return
         self.requests += 1
         number = next(self.numbers)
@@ -338,10 +337,13 @@ class _App:
                 engine.finish(tokens, names, split_tokens(reply.rendered()), request.cache_salt)
             if limits is not None:
                 limits.charge(trio.current_time(), reply.completion_tokens)
+                headers = [*headers, *limits.headers(trio.current_time())]
             answer = completion_body(response_id, model, reply, usage(len(tokens), cached, reply))
             await self._respond(conn, stream, 200, answer, headers)
             return
         self.streamed += 1
+        if limits is not None:  # sent before decoding: the completion is not counted yet
+            headers = [*headers, *limits.headers(trio.current_time())]
         response = h11.Response(
             status_code=200,
             reason=b"OK",

@@ -98,15 +98,18 @@ async def run(args: argparse.Namespace) -> None:
         "answer_tokens": args.answer_tokens,
         "speedup": args.speedup,
     }
-    free = SimConfig(**shape)
-    unthrottled = await measure(free, ["--mode", "agentcore", *n], None)
-    minutes = unthrottled["wall"] * args.speedup / 60
-    throughput = unthrottled["served_tokens"] / minutes
-    limit = max(1, round(throughput * args.share))
-    print(
-        f"unthrottled: {unthrottled['served_tokens']:,} tokens in {unthrottled['wall']:.1f} s "
-        f"({minutes:.2f} simulated min) = {throughput:,.0f} tokens/min; limit {limit:,} tokens/min"
-    )
+    if args.limit:
+        limit = args.limit
+        print(f"limit {limit:,} tokens/min (given)")
+    else:
+        unthrottled = await measure(SimConfig(**shape), ["--mode", "agentcore", *n], None)
+        minutes = unthrottled["wall"] * args.speedup / 60
+        throughput = unthrottled["served_tokens"] / minutes
+        limit = max(1, round(throughput * args.share))
+        print(
+            f"unthrottled: {unthrottled['served_tokens']:,} tokens in {unthrottled['wall']:.1f} s "
+            f"({minutes:.2f} min) = {throughput:,.0f} tokens/min; limit {limit:,} tokens/min"
+        )
     limited = SimConfig(**shape, tokens_per_minute=limit)
     with tempfile.TemporaryDirectory() as folder:
         old = baseline_source(args.baseline_rev, Path(folder))
@@ -119,6 +122,8 @@ async def run(args: argparse.Namespace) -> None:
             variants.insert(
                 2, ("agentcore, adaptive only", ["--mode", "agentcore", "--adaptive"], old)
             )
+        if args.clients:
+            variants = [v for v in variants if v[0] in args.clients]
         rows = []
         for name, extra, path in variants:
             runs = []
@@ -170,6 +175,8 @@ def main() -> None:
     parser.add_argument(
         "--baseline-rev", default="fc4b4f6", help="git revision of the library before budgets"
     )
+    parser.add_argument("--limit", type=int, default=0, help="tokens/min (skip step 1)")
+    parser.add_argument("--clients", nargs="*", help="only these clients (by name)")
     args = parser.parse_args()
     print(machine())
     print(f"{args.n} agents, {args.slots} in flight, limit {args.share:.2f} of unthrottled")

@@ -88,6 +88,12 @@ class ModelRequests:
             except BaseException:
                 rates.unsent(reservation)
                 raise
+            if reservation is None and rates.budget.limited:
+                # Limits became known (a reply's headers, a 429) while this request queued
+                # for its slot: give the slot back and wait for budget first, holding none.
+                slot_wait += slot.wait
+                limiter.release(slot)
+                continue
             attempts += 1
             self.attempts += 1
             if run is not None and attempts == 1:

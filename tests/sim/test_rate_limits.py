@@ -111,14 +111,17 @@ async def test_a_configured_token_budget_keeps_429s_away(
     assert retries == stats.rates.rate_limited
 
 
+@pytest.mark.parametrize("stream", [False, True])
 async def test_a_budget_learned_from_headers_alone_cuts_429s(
-    autojump_clock: trio.testing.MockClock,
+    autojump_clock: trio.testing.MockClock, stream: bool
 ) -> None:
     config = SimConfig(tokens_per_minute=2_000, tool_rounds=0, answer_tokens=40)
-    results, learned, _ = await run_agents(60, config)
+    results, learned, _ = await run_agents(60, config, stream=stream)
     assert all(r.status == "ok" for r in results)
     assert learned.rates is not None
     assert learned.rates.tokens_per_minute == 2_000
     # Only requests sent before the first reply go out blind; a request that queued for a
-    # slot while the limits were learned waits for budget before it is sent.
-    assert learned.rates.rate_limited <= 3
+    # slot while the limits were learned waits for budget before it is sent. A streamed
+    # reply's headers come before its decode, so the completions of that blind burst (16
+    # requests here) are unknown to them and a few more 429s follow.
+    assert learned.rates.rate_limited <= (8 if stream else 3)

@@ -11,7 +11,8 @@ corrected an estimate, headers taught a limit, a 429 held everyone back), whiche
 it then re-checks, takes its tokens and hands the front of the line to the next waiter. A
 cancelled waiter leaves the line (handing the front on if it held it). The reply corrects the
 reservation with its usage, teaches the budget what its headers said, and a 429 refunds the
-reservation and holds every sender back for the server's ``retry-after``.
+reservation and, from an API with known limits, holds every sender back for the server's
+``retry-after``.
 
 With no limit configured and none learned from headers yet, a reservation costs a few
 attribute reads and never waits.
@@ -167,7 +168,11 @@ class RateLimiter:
         elif event.error.kind is ErrorKind.RATE_LIMITED:
             self._rate_limited += 1
             retry_after = event.error.retry_after
-            budget.penalize(now, _DEFAULT_PENALTY if retry_after is None else retry_after)
+            if observation is not None or budget.limits != (None, None):
+                # A rate-limited API (it publishes limits, or the user set some): the quota
+                # is shared, so everyone holds back. A bare 429 from a self-hosted server is
+                # left to the retry policy and adaptive concurrency, as before budgets.
+                budget.penalize(now, _DEFAULT_PENALTY if retry_after is None else retry_after)
             if reservation is not None:
                 budget.refund(reservation, now)
         elif reservation is not None:

@@ -19,7 +19,10 @@ General layout of the private modules
 - ``_transports/``: the HTTP transports (trio + h11, httpx): the only code opening sockets.
 - ``_model_client``, ``_slot_limiter``, ``_tool_executor``, ``_tools``: what the driver uses;
   ``_driver``, ``_requests``, ``_results``, ``_open``: the trio driver, split by concept;
-  ``_stats``, ``_serde``, ``_backends``: statistics, JSON, backend selection.
+  ``_stats``, ``_serde``, ``_backends``: statistics, JSON, backend selection;
+  ``_rate_limiter``: the driver's wait for request and token budgets.
+- ``_bedrock/``: AWS Bedrock's Converse dialect and SigV4 signing (the ``bedrock`` extra,
+  loaded by ``bedrock://`` URLs only).
 - ``_task``, ``_taskfile``, ``_batch``, ``_cli``, ``_demo``: the batch layer and the CLI.
 - ``_sim/``: the simulated backend behind :mod:`agentcore.sim`.
 """

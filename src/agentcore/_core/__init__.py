@@ -13,4 +13,6 @@ the folder and fails on anything else). Files:
 - ``singleflight``: the pure table that coalesces identical tool calls.
 - ``slots``: the pure slot queue (FIFO/priority) and the AIMD adaptive limit.
 - ``retry``: the retry policy (which failures, how long to back off).
+- ``ratebudget``: per-minute request and token budgets (reservations, usage corrections,
+  limits learned from headers) and the token estimator.
 """

@@ -36,6 +36,7 @@ NAMESPACES = {
         "Driver", "open_driver", "Fallback", "FallbackPolicy", "Result", "ResultStream",
         "RunTimings", "Timeouts",
         "RetryPolicy", "SlotStatistics", "DriverStatistics", "RequestStats", "Summary",
+        "RateLimiterStatistics",
         # the batch layer
         "BatchStream", "MapReduceResult", "map_reduce", "open_batch", "run_batch",
         "warm_prefix", "Task", "load_task", "WarmUpReport",

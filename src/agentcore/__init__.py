@@ -19,7 +19,10 @@ General layout of the private modules
 - ``_transports/``: the HTTP transports (trio + h11, httpx): the only code opening sockets.
 - ``_model_client``, ``_slot_limiter``, ``_tool_executor``, ``_tools``: what the driver uses;
   ``_driver``, ``_requests``, ``_results``, ``_open``: the trio driver, split by concept;
-  ``_stats``, ``_serde``, ``_backends``: statistics, JSON, backend selection.
+  ``_stats``, ``_serde``, ``_backends``: statistics, JSON, backend selection;
+  ``_rate_limiter``: the driver's wait for request and token budgets.
+- ``_bedrock/``: AWS Bedrock's Converse dialect and SigV4 signing (the ``bedrock`` extra,
+  loaded by ``bedrock://`` URLs only).
 - ``_task``, ``_taskfile``, ``_batch``, ``_cli``, ``_demo``: the batch layer and the CLI.
 - ``_generate``, ``_deltas``, ``_steps``, ``_agent``: one-shot generation, deltas, step
   events, and the one-agent surface (docs/watching.md).
@@ -74,6 +77,7 @@ if TYPE_CHECKING:
     from ._codecs.http import Timeouts as Timeouts
     from ._core.retry import RetryPolicy as RetryPolicy
     from ._slot_limiter import SlotStatistics as SlotStatistics
+    from ._rate_limiter import RateLimiterStatistics as RateLimiterStatistics
     from ._stats import DriverStatistics as DriverStatistics
     from ._stats import RequestStats as RequestStats
     from ._stats import Summary as Summary
@@ -152,6 +156,7 @@ _EXPORTS: dict[str, str] = {
     "Timeouts": "_codecs.http",
     "RetryPolicy": "_core.retry",
     "SlotStatistics": "_slot_limiter",
+    "RateLimiterStatistics": "_rate_limiter",
     "DriverStatistics": "_stats",
     "RequestStats": "_stats",
     "Summary": "_stats",
@@ -223,6 +228,7 @@ __all__ = [
     "RequestStats",
     "Result",
     "ResultStream",
+    "RateLimiterStatistics",
     "RetryPolicy",
     "RetryScheduled",
     "RunAborted",

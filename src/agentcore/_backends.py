@@ -154,6 +154,8 @@ def _configure(  # noqa: PLR0917 - private, one caller
         codec: Codec = _openai_codec(SIM_BASE_URL, model, api_key, "sim", codec_options)
         return Backend("sim", SIM_BASE_URL, codec, transport or "lean", True, stream, given)
     _check_url(url_or_backend, parts)
+    if scheme == "bedrock":
+        return _bedrock_backend(parts, model, api_key, options, transport, stream, given)
     if scheme in _SELF_HOSTED_PORTS:
         if not parts.hostname:
             raise ConfigError(f"{scheme}:// needs a host, e.g. {scheme}://127.0.0.1:8000")
@@ -204,7 +206,8 @@ def _configure(  # noqa: PLR0917 - private, one caller
         return Backend(dialect, base, codec, kind, plain, stream, given)
     raise ConfigError(
         f"unknown backend scheme {parts.scheme!r} in {url_or_backend!r}; use openai://, "
-        "anthropic://, vllm://, sglang://, dynamo://, llamacpp://, sim://, http:// or https://"
+        "anthropic://, bedrock://, vllm://, sglang://, dynamo://, llamacpp://, sim://, http:// "
+        "or https://"
     )
 
 
@@ -218,6 +221,44 @@ def _scheme(url: str) -> str:
 def is_sim(target: object) -> bool:
     """Whether ``target`` names the embedded simulator (a ``sim://`` URL), without building it."""
     return isinstance(target, str) and _scheme(target) == "sim"
+
+
+_BEDROCK_OPTIONS = frozenset({"endpoint_url", "profile", "cache_prompt", "max_tokens"})
+
+
+def _bedrock_backend(  # noqa: PLR0917 - private, one call site
+    parts: SplitResult,
+    model: str,
+    api_key: str | None,
+    options: dict[str, Any],
+    transport: Literal["lean", "httpx"] | None,
+    stream: bool,
+    given: dict[str, Any],
+) -> Backend:
+    """``bedrock://REGION``: the Converse API, signed with the AWS credentials chain."""
+    region = parts.hostname or ""
+    if not region or parts.port is not None or parts.path not in ("", "/"):
+        raise ConfigError("bedrock:// URLs name a region only, e.g. bedrock://us-east-1")
+    if api_key is not None:
+        raise ConfigError("bedrock:// signs with AWS credentials; it takes no api_key")
+    unknown = set(options) - _BEDROCK_OPTIONS
+    if unknown:
+        raise ConfigError(
+            f"unknown bedrock:// options {sorted(unknown)}; expected {sorted(_BEDROCK_OPTIONS)}"
+        )
+    from ._bedrock.codec import BedrockCodec  # noqa: PLC0415 - optional extra, loaded on use
+    from ._bedrock.signing import BedrockSigner  # noqa: PLC0415
+
+    signer = BedrockSigner(region, profile=options.get("profile"))
+    codec = BedrockCodec(
+        region,
+        model,
+        signer,
+        endpoint_url=options.get("endpoint_url"),
+        cache_prompt=bool(options.get("cache_prompt", False)),
+        max_tokens=options.get("max_tokens"),
+    )
+    return Backend("bedrock", codec.endpoint_url, codec, transport or "httpx", False, stream, given)
 
 
 def _check_url(url: str, parts: SplitResult) -> None:

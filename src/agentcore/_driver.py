@@ -79,6 +79,7 @@ from ._generate import generate_stream as _generate_stream
 from ._model_client import ModelClient
 from ._observe.log import DRIVER
 from ._observe.observer import Observer
+from ._rate_limiter import RateLimiter
 from ._requests import ModelRequests
 from ._results import Group, Result, ResultStream, Run, RunTimings, Status
 from ._slot_limiter import SlotLimiter
@@ -126,6 +127,7 @@ class Driver:
         self_hosted: bool = False,
         backend: Backend | None = None,
         deps: Any = None,
+        rates: RateLimiter | None = None,
     ) -> None:
         self._deps = deps
         self._self_hosted = self_hosted
@@ -135,8 +137,10 @@ class Driver:
         self._limiter = limiter
         self._executor = executor
         self._requests: ModelRequests | FallbackRequests = ModelRequests(
-            client, limiter, retry, rng.random
+            client, limiter, retry, rng.random, rates=rates
         )
+        self._rates = self._requests.rates
+        """The primary backend's request and token budgets."""
         if fallbacks:
             self._requests = _fallback_requests(
                 self._requests,
@@ -801,6 +805,7 @@ class Driver:
             slots=slots,
             slot_utilisation=slots.busy_time / capacity if capacity > 0 else None,
             served_by=dict(requests.served_by),
+            rates=self._rates.statistics(),
         )
 
 

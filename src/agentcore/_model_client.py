@@ -14,6 +14,7 @@ codec's stream decoder and the time to first token (the first non-empty delta) i
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol, runtime_checkable
 
@@ -23,9 +24,11 @@ import trio
 from ._codecs.classify import transport_failure, unusable_request
 from ._codecs.codec import Codec, Delta, TextDelta
 from ._codecs.http import Headers, HttpRequest, Timeouts, header
+from ._codecs.ratelimits import read_rate_headers
 from ._codecs.redact import redact, secret_values
 from ._core.errors import AgentcoreError, TransportError
 from ._core.events import CallModel, ModelError, ModelFailed, ModelResponded
+from ._core.ratebudget import RateObservation
 from ._observe.log import TRANSPORT
 from ._transports.protocol import Transport
 
@@ -44,6 +47,8 @@ class Exchange:
     ttft: float | None = None
     """Seconds from the start of the attempt to the first non-empty delta (streamed replies
     only)."""
+    rate: RateObservation | None = None
+    """What the reply's rate-limit headers said (``None``: nothing)."""
 
 
 @runtime_checkable
@@ -92,7 +97,11 @@ def _whole_json(headers: Headers) -> bool:
 
 
 def _failed(
-    call: CallModel, error: ModelError, request: HttpRequest | None, ttft: float | None = None
+    call: CallModel,
+    error: ModelError,
+    request: HttpRequest | None,
+    ttft: float | None = None,
+    rate: RateObservation | None = None,
 ) -> Exchange:
     """A failed exchange whose error text holds no secret: neither the request's own
     credentials (a 401 body echoing the key) nor a credential quoted by a lower layer."""
@@ -108,7 +117,7 @@ def _failed(
             message,
             extra={"request_id": call.request_id, "error_kind": error.kind.value},
         )
-    return Exchange(ModelFailed(call.request_id, error), ttft)
+    return Exchange(ModelFailed(call.request_id, error), ttft, rate)
 
 
 class HttpModelClient:
@@ -148,9 +157,10 @@ class HttpModelClient:
         except AgentcoreError as exc:
             return _failed(call, unusable_request(str(exc)), request)
         event = self.codec.decode(call.request_id, response.status, response.headers, response.body)
+        rate = read_rate_headers(response.headers, time.time())
         if isinstance(event, ModelFailed):
-            return _failed(call, event.error, request)
-        return Exchange(event)
+            return _failed(call, event.error, request, None, rate)
+        return Exchange(event, None, rate)
 
     async def exchange_streaming(self, call: CallModel, sink: DeltaSink) -> Exchange:
         """One attempt at ``call``, streamed whatever ``stream`` says; ``sink`` gets the deltas
@@ -187,9 +197,10 @@ class HttpModelClient:
                         if sink is not None and deltas:
                             await sink(deltas)
                     event = decoder.finish()
+                rate = read_rate_headers(response.headers, time.time())
                 if isinstance(event, ModelFailed):
-                    return _failed(call, event.error, request, ttft)
-                return Exchange(event, ttft)
+                    return _failed(call, event.error, request, ttft, rate)
+                return Exchange(event, ttft, rate)
         except TransportError as exc:
             return _failed(call, transport_failure(exc, streamed=True), request, ttft)
         except AgentcoreError as exc:

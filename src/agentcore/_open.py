@@ -32,6 +32,7 @@ from ._mcp import McpServer, open_mcp_tools
 from ._model_client import HttpModelClient, ModelClient
 from ._observe.observer import Observer, combine
 from ._observe.trace import TraceWriter
+from ._rate_limiter import RateLimiter
 from ._sim import SimConfig, open_sim_server
 from ._slot_limiter import SlotLimiter
 from ._tool_executor import open_tool_executor
@@ -191,6 +192,8 @@ async def open_driver(
     mcp: Sequence[McpServer] = (),
     trace: str | os.PathLike[str] | None = None,
     otel: bool = False,
+    requests_per_minute: int | None = None,
+    tokens_per_minute: int | None = None,
     **backend_options: Any,
 ) -> AsyncIterator[Driver]:
     """Open a driver: a slot limiter, a tool executor and a model client for one backend.
@@ -233,6 +236,11 @@ async def open_driver(
             runs (one track per inference slot; see ``docs/observability.md``).
         otel: emit OpenTelemetry spans (GenAI semantic conventions) through the global
             tracer provider; needs ``agentcore[otel]``.
+        requests_per_minute: the backend's request limit. Requests wait for budget before
+            they queue for a slot, holding nothing. Limits are also learned from the
+            ``x-ratelimit-*`` / ``anthropic-ratelimit-*`` headers of replies (the lower wins).
+        tokens_per_minute: the backend's token limit; each request reserves its estimated
+            tokens, corrected by the reply's usage.
         **backend_options: dialect options passed to :func:`agentcore.wire.backend`.
 
     Yields:
@@ -247,6 +255,10 @@ async def open_driver(
     primary_name = backend if isinstance(backend, str) else "primary"
     specs = _fallback_specs(fallback, primary_name)
     policy = FallbackPolicy() if fallback_on is None else FallbackPolicy(fallback_on)
+    try:
+        rates = RateLimiter(requests_per_minute, tokens_per_minute)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     # The tool executor keeps a nursery open around our ``yield``; an exception of the
     # caller's block is taken out before it would be wrapped in an exception group there,
     # and re-raised as itself once everything is closed.
@@ -304,6 +316,7 @@ async def open_driver(
             self_hosted=configured is not None and configured.self_hosted,
             backend=configured,
             deps=deps,
+            rates=rates,
         )
         if trace is not None or otel:
             driver._observe(_observers(trace, otel, model, client))

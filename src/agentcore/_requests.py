@@ -33,6 +33,7 @@ from ._deltas import stream_exchange
 from ._model_client import Exchange, ModelClient
 from ._observe.log import DRIVER
 from ._observe.observer import Observer
+from ._rate_limiter import RateLimiter
 from ._results import Run
 from ._slot_limiter import SlotLimiter
 from ._stats import RequestStats, RequestTotals
@@ -92,10 +93,14 @@ class ModelRequests:
         retry: RetryPolicy,
         random: Callable[[], float],
         name: str = "",
+        *,
+        rates: RateLimiter | None = None,
     ) -> None:
         self.name = name
         """The backend's name in ``RequestStats.backend`` (set with model fallback)."""
         self._client = client
+        self.rates = RateLimiter() if rates is None else rates
+        """Request and token budgets: waited on, holding no slot, before each attempt."""
         self._limiter = limiter
         self._retry = retry
         self._random = random
@@ -122,16 +127,34 @@ class ModelRequests:
         observer = self.observer
         token = None
         previous: ModelError | None = None
+        rates = self.rates
         while True:
             if steps is not None:
                 await steps.settle()
+            reservation = await rates.reserve(call)
             if observer is not None:
                 observer.queued(call, None if run is None else run.index, trio.current_time())
-            slot = await limiter.slot(owner, priority)
+            try:
+                slot = await limiter.slot(owner, priority)
+            except BaseException:
+                rates.unsent(reservation)
+                raise
+            if reservation is None and rates.budget.limited:
+                # Limits became known (a reply's headers, a 429) while this request queued
+                # for its slot: give the slot back and wait for budget first, holding none.
+                slot_wait += slot.wait
+                limiter.release(slot)
+                continue
             attempts += 1
             if observer is not None:
+                # Now, not ``slot.granted_at``: a slot handed over at a release is granted before
+                # this task runs again, and a timeline lane must not start before it is free.
                 token = observer.attempt_started(
-                    call, None if run is None else run.index, attempts, slot.wait, slot.granted_at
+                    call,
+                    None if run is None else run.index,
+                    attempts,
+                    slot.wait,
+                    trio.current_time(),
                 )
             self.stats.attempts += 1
             if run is not None and attempts == 1:
@@ -160,10 +183,12 @@ class ModelRequests:
                 limiter.release(slot)
                 if observer is not None:
                     observer.attempt_ended(token, None, trio.current_time())
+                rates.cancelled(reservation)
                 raise
             now = trio.current_time()
             latency = now - slot.granted_at
             event = exchange.event
+            rates.replied(call, reservation, event, exchange.rate)
             if isinstance(event, ModelFailed):
                 limiter.release(slot, overloaded=event.error.kind in _OVERLOAD_KINDS, now=now)
             else:

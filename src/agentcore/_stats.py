@@ -20,6 +20,7 @@ import attrs
 from ddsketch import LogCollapsingLowestDenseDDSketch
 
 from ._core.events import ErrorKind
+from ._rate_limiter import RateLimiterStatistics
 from ._slot_limiter import SlotStatistics
 from ._tool_executor import ToolExecutorStatistics
 
@@ -284,3 +285,5 @@ class DriverStatistics:
     """Busy slot-seconds / (``max_inflight`` x wall time)."""
     served_by: Mapping[str, int] = attrs.field(factory=dict)
     """With model fallback: requests answered, per backend name (empty without fallback)."""
+    rates: RateLimiterStatistics | None = None
+    """Request and token limits in force, waits for budget and 429s."""

@@ -9,4 +9,5 @@ dependencies (a test walks the folder). Files:
 - ``dialects``: the OpenAI-compatible dialects (openai, vllm, sglang, dynamo, sim), options.
 - ``openai``: the OpenAI-compatible codec (chat completions, streamed and not).
 - ``anthropic``: the Anthropic Messages codec.
+- ``ratelimits``: the ``x-ratelimit-*`` / ``anthropic-ratelimit-*`` reply headers, read.
 """

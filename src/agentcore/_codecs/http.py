@@ -21,7 +21,9 @@ __all__ = [
 Headers = tuple[tuple[str, str], ...]
 """Header pairs, names lower-case, in order."""
 
-SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "proxy-authorization"})
+SECRET_HEADERS = frozenset(
+    {"authorization", "x-api-key", "api-key", "proxy-authorization", "x-amz-security-token"}
+)
 """Header names whose values are never shown in a repr."""
 
 

@@ -14,4 +14,6 @@ the folder and fails on anything else). Files:
 - ``slots``: the pure slot queue (FIFO/priority) and the AIMD adaptive limit.
 - ``budgets``: usage limits per run and per batch, and the pure checks against them.
 - ``retry``: the retry policy (which failures, how long to back off).
+- ``ratebudget``: per-minute request and token budgets (reservations, usage corrections,
+  limits learned from headers) and the token estimator.
 """

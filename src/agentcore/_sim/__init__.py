@@ -11,7 +11,8 @@ token, a block prefix cache with LRU eviction). Its public surface is :mod:`agen
 - ``request``: request checking; ``schema_values``: JSON values from a JSON schema;
 - ``policy``: what the model answers and which requests fail on purpose;
 - ``responses``: wire bodies and stream frames; ``engine``: slots and timing (trio);
-- ``server``: the trio + h11 HTTP server.
+- ``server``: the trio + h11 HTTP server; ``ratelimit``: requests/tokens per minute, 429s
+  and the ``x-ratelimit-*`` headers.
 """
 
 from .config import SimConfig as SimConfig

@@ -107,6 +107,17 @@ class SimConfig:
     fail_rate: float = attrs.field(default=0.0, validator=_share)
     """Share of requests answered with an injected 429 (``retry-after: 1``) or 500 error,
     chosen by a hash of the request content and the number of times it failed before."""
+    requests_per_minute: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_count)
+    )
+    """Requests admitted per simulated minute, as a hosted API limits them (``None``: no
+    limit). Past it a request gets a 429 with ``retry-after``; every chat answer carries
+    OpenAI's ``x-ratelimit-*`` headers."""
+    tokens_per_minute: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_count)
+    )
+    """Tokens (prompt at admission, completion once decoded) per simulated minute (``None``:
+    no limit)."""
     speedup: float = attrs.field(default=1.0, validator=_positive)
     """Divides every simulated duration (and the ``retry-after-ms`` hint)."""
     ignore_stream: bool = attrs.field(default=False, validator=_flag)

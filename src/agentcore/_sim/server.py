@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import itertools
 import logging
+import math
 import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
@@ -42,6 +43,7 @@ from .config import SimConfig
 from .engine import Engine
 from .policy import FaultInjector, plan_reply, prompt_digest
 from .prefix_cache import block_hashes
+from .ratelimit import SimRateLimits
 from .request import InvalidRequest, parse_chat_request
 from .responses import completion_body, error_body, stream_frames, usage
 from .template import render_prompt_parts
@@ -73,7 +75,7 @@ class SimStatistics:
     rejected: int
     """Requests answered with a 4xx status (invalid, unknown path, too large, bad HTTP)."""
     rate_limited: int
-    """Injected 429 answers."""
+    """429 answers: injected ones and those of the request / token limits."""
     server_errors: int
     """Injected 500 answers."""
     prompt_tokens: int
@@ -129,6 +131,11 @@ class _App:
         self.open_connections = 0
         self.internal_errors = 0
         self.retry_after_ms = str(max(1, round(1000 / config.speedup))).encode()
+        self.limits: SimRateLimits | None = None
+        if config.requests_per_minute is not None or config.tokens_per_minute is not None:
+            self.limits = SimRateLimits(
+                config.requests_per_minute, config.tokens_per_minute, config.speedup
+            )
 
     def statistics(self) -> SimStatistics:
         engine = self.engine.counters
@@ -307,11 +314,18 @@ class _App:
         if fault is not None:
             await self._fail(conn, stream, fault, headers)
             return
+        tokens = self.tokens.split(parts)
+        limits = self.limits
+        if limits is not None:
+            now = trio.current_time()
+            wait = limits.admit(now, len(tokens))
+            if wait is not None:
+                await self._limited(conn, stream, wait, [*headers, *limits.headers(now)])
+                return
         self.requests += 1
         number = next(self.numbers)
         reply = plan_reply(request, config, digest, number)
         self.tool_calls += len(reply.tool_calls)
-        tokens = self.tokens.split(parts)
         names = block_hashes(tokens, config.block_size, request.cache_salt)
         model = request.model or config.model
         response_id = f"chatcmpl-{digest.hex()[:12]}{number:x}"
@@ -321,10 +335,15 @@ class _App:
                 cached = await engine.prefill(tokens, names)
                 await engine.decode(reply.completion_tokens)
                 engine.finish(tokens, names, split_tokens(reply.rendered()), request.cache_salt)
+            if limits is not None:
+                limits.charge(trio.current_time(), reply.completion_tokens)
+                headers = [*headers, *limits.headers(trio.current_time())]
             answer = completion_body(response_id, model, reply, usage(len(tokens), cached, reply))
             await self._respond(conn, stream, 200, answer, headers)
             return
         self.streamed += 1
+        if limits is not None:  # sent before decoding: the completion is not counted yet
+            headers = [*headers, *limits.headers(trio.current_time())]
         response = h11.Response(
             status_code=200,
             reason=b"OK",
@@ -347,7 +366,24 @@ class _App:
                     await engine.decode(count)
                 pending += _send(conn, h11.Data(data=frame))
             engine.finish(tokens, names, split_tokens(reply.rendered()), request.cache_salt)
+        if limits is not None:
+            limits.charge(trio.current_time(), reply.completion_tokens)
         await stream.send_all(pending + _send(conn, h11.EndOfMessage()))
+
+    async def _limited(
+        self, conn: h11.Connection, stream: trio.SocketStream, wait: float, headers: Headers
+    ) -> None:
+        self.rate_limited += 1
+        body = error_body(
+            "Rate limit reached for requests or tokens per minute (simulated)",
+            "rate_limit_error",
+            code="rate_limit_exceeded",
+        )
+        retry = [
+            (b"retry-after", str(max(1, math.ceil(wait))).encode()),
+            (b"retry-after-ms", str(max(1, math.ceil(wait * 1000))).encode()),
+        ]
+        await self._respond(conn, stream, 429, body, [*retry, *headers])
 
     async def _fail(
         self, conn: h11.Connection, stream: trio.SocketStream, status: int, headers: Headers

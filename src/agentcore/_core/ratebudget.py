@@ -1,0 +1,237 @@
+"""Per-minute request and token budgets of a hosted model API, as pure arithmetic.
+
+Theory of operation
+-------------------
+Hosted APIs allow so many requests and so many tokens per minute. Each of the two limits is
+modelled as a bucket that holds at most one minute's allowance and refills continuously at
+``limit / 60`` per second (how the providers describe their limits). A limit is known when it
+was configured or when a reply's headers told it (an :class:`RateObservation`); with both,
+the lower one applies. An unknown limit does not constrain anything.
+
+Admission in line. :meth:`RateBudget.ready_at` says when both buckets will hold a request's
+cost (one request and its estimated tokens; a request dearer than a whole bucket needs a full
+one, as servers admit it), and :meth:`RateBudget.take` charges them when it is sent. A server
+keeping the same buckets therefore admits every request sent at its ready time. The caller
+serves its waiters in arrival order and only the first of them sleeps, until that time or
+until the budget changes, whichever comes first: a thousand waiting agents cost one timer,
+and an estimate corrected downwards lets the line move sooner. After a 429,
+:meth:`RateBudget.penalize` (with the server's ``retry-after``) holds every request back.
+
+Correction. Once the reply is in, :meth:`RateBudget.settle` gives back (or takes more of) the
+difference between the estimate and the tokens actually used. A reservation whose request was
+refused with a 429 (which consumed nothing at the server) is returned in full with
+:meth:`RateBudget.refund`. What a reply's headers say is *remaining* caps the buckets (never
+raises them: the server's count lags our requests in flight).
+
+:class:`TokenEstimator` supplies the estimate: prompt characters times a tokens-per-character
+ratio learned from the usage of earlier replies, plus ``max_tokens`` or the mean completion so
+far.
+
+Everything takes the current time as an argument (any monotonic clock, in seconds); nothing
+here reads a clock or sleeps.
+"""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+
+__all__ = ["RateBudget", "RateObservation", "Reservation", "TokenEstimator"]
+
+_MINUTE = 60.0
+
+
+@attrs.frozen
+class RateObservation:
+    """What one reply's headers said about the limits (``None``: not said)."""
+
+    limit_requests: int | None = None
+    limit_tokens: int | None = None
+    remaining_requests: int | None = None
+    remaining_tokens: int | None = None
+    reset_requests: float | None = None
+    """Seconds until the request allowance is full again."""
+    reset_tokens: float | None = None
+    """Seconds until the token allowance is full again."""
+
+
+@attrs.frozen
+class Reservation:
+    """One request's claim on the budget."""
+
+    tokens: int
+    """The estimated tokens taken."""
+
+
+@attrs.define
+class _Bucket:
+    """One limit: ``level`` is the allowance left at time ``updated``."""
+
+    configured: int | None
+    learned: int | None = None
+    level: float = 0.0
+    updated: float = -math.inf
+
+    @property
+    def limit(self) -> int | None:
+        if self.configured is None:
+            return self.learned
+        if self.learned is None:
+            return self.configured
+        return min(self.configured, self.learned)
+
+    def refill(self, now: float, limit: int) -> None:
+        if self.updated == -math.inf:
+            self.level, self.updated = float(limit), now  # a fresh budget starts full
+        elif now > self.updated:
+            self.level = min(float(limit), self.level + (now - self.updated) * limit / _MINUTE)
+            self.updated = now
+        else:
+            self.level = min(float(limit), self.level)
+
+    def ready_at(self, now: float, amount: float) -> float:
+        """When a request costing ``amount`` may go (``now`` or later)."""
+        limit = self.limit
+        if limit is None:
+            return now
+        self.refill(now, limit)
+        need = min(amount, float(limit))
+        if self.level >= need:
+            return now
+        return now + (need - self.level) * _MINUTE / limit
+
+    def add(self, now: float, amount: float) -> None:
+        """Add ``amount`` (negative: take), within the limit."""
+        limit = self.limit
+        if limit is not None:
+            self.refill(now, limit)
+            self.level = min(float(limit), self.level + amount)
+
+    def learn(self, now: float, limit: int | None, remaining: int | None) -> None:
+        if limit is not None and limit > 0:
+            self.learned = limit
+        known = self.limit
+        if known is not None:
+            self.refill(now, known)
+            if remaining is not None:
+                self.level = min(self.level, float(max(remaining, 0)))
+
+
+@attrs.define
+class RateBudget:
+    """Request and token budgets per minute; see the module's theory of operation.
+
+    Args:
+        requests_per_minute: the configured request limit (``None``: only what headers say).
+        tokens_per_minute: the configured token limit (``None``: only what headers say).
+    """
+
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+    _requests: _Bucket = attrs.field(init=False)
+    _tokens: _Bucket = attrs.field(init=False)
+    blocked_until: float = attrs.field(default=-math.inf, init=False)
+    """Nothing may be sent before this time (set by :meth:`penalize`)."""
+
+    def __attrs_post_init__(self) -> None:
+        for name in ("requests_per_minute", "tokens_per_minute"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+        self._requests = _Bucket(self.requests_per_minute)
+        self._tokens = _Bucket(self.tokens_per_minute)
+
+    @property
+    def limited(self) -> bool:
+        """Whether any limit is known (otherwise reservations never wait)."""
+        return (
+            self._requests.limit is not None
+            or self._tokens.limit is not None
+            or self.blocked_until > -math.inf
+        )
+
+    @property
+    def limits(self) -> tuple[int | None, int | None]:
+        """The request and token limits per minute in force (``None``: unknown)."""
+        return self._requests.limit, self._tokens.limit
+
+    def levels(self, now: float) -> tuple[float | None, float | None]:
+        """What is left of the request and token allowances at ``now`` (negative: owed)."""
+        found: list[float | None] = []
+        for bucket in (self._requests, self._tokens):
+            limit = bucket.limit
+            if limit is None:
+                found.append(None)
+            else:
+                bucket.refill(now, limit)
+                found.append(bucket.level)
+        return found[0], found[1]
+
+    def ready_at(self, now: float, tokens: int) -> float:
+        """When a request estimated at ``tokens`` may be sent (``now`` if at once)."""
+        amount = float(max(0, tokens))
+        return max(
+            now,
+            self.blocked_until,
+            self._requests.ready_at(now, 1.0),
+            self._tokens.ready_at(now, amount),
+        )
+
+    def take(self, now: float, tokens: int) -> Reservation:
+        """Charge a request estimated at ``tokens``, sent at ``now``."""
+        tokens = max(0, tokens)
+        self._requests.add(now, -1.0)
+        self._tokens.add(now, -float(tokens))
+        return Reservation(tokens)
+
+    def settle(self, reservation: Reservation, used_tokens: int, now: float) -> None:
+        """The request was answered having used ``used_tokens``: correct the estimate."""
+        self._tokens.add(now, float(reservation.tokens - max(0, used_tokens)))
+
+    def refund(self, reservation: Reservation, now: float) -> None:
+        """The request consumed nothing (refused with a 429): give everything back."""
+        self._requests.add(now, 1.0)
+        self._tokens.add(now, float(reservation.tokens))
+
+    def penalize(self, now: float, retry_after: float) -> None:
+        """The server refused a request for its rate limit: send nothing for ``retry_after``."""
+        if retry_after > 0 and math.isfinite(retry_after):
+            self.blocked_until = max(self.blocked_until, now + retry_after)
+
+    def observe(self, now: float, observation: RateObservation) -> None:
+        """Learn the limits and what remains from a reply's headers."""
+        self._requests.learn(now, observation.limit_requests, observation.remaining_requests)
+        self._tokens.learn(now, observation.limit_tokens, observation.remaining_tokens)
+
+
+@attrs.define
+class TokenEstimator:
+    """Estimates a request's tokens from its prompt size, learning from replies' usage.
+
+    Args:
+        tokens_per_char: the starting ratio of prompt tokens to prompt characters.
+        completion: the starting guess of completion tokens when ``max_tokens`` is not set.
+    """
+
+    tokens_per_char: float = 0.25
+    completion: float = 256.0
+    _seen: int = attrs.field(default=0, init=False)
+
+    def estimate(self, prompt_chars: int, max_tokens: int | None) -> int:
+        """Tokens a request with ``prompt_chars`` characters of prompt will probably use."""
+        completion = self.completion if max_tokens is None else min(max_tokens, self.completion)
+        return math.ceil(prompt_chars * self.tokens_per_char + completion)
+
+    def learn(self, prompt_chars: int, prompt_tokens: int, completion_tokens: int) -> None:
+        """Move the ratios towards what a reply's usage showed (a running mean at first, then
+        an exponential average over about the last 20 replies)."""
+        self._seen += 1
+        weight = max(1.0 / self._seen, 0.05)
+        if prompt_chars > 0 and prompt_tokens > 0:
+            ratio = prompt_tokens / prompt_chars
+            self.tokens_per_char += weight * (ratio - self.tokens_per_char)
+        if completion_tokens >= 0:
+            self.completion += weight * (completion_tokens - self.completion)

@@ -1,0 +1,216 @@
+"""The web-service examples, as real server processes on 127.0.0.1 called with httpx:
+examples/service_trio.py (hypercorn, trio, one shared driver) and examples/service_fastapi.py
+(uvicorn, asyncio, the embedding loop)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trio
+
+pytest.importorskip("hypercorn", reason="needs the service extra: pip install 'agentcore[service]'")
+pytest.importorskip("fastapi", reason="needs the service extra: pip install 'agentcore[service]'")
+pytest.importorskip("uvicorn", reason="needs the service extra: pip install 'agentcore[service]'")
+
+ROOT = Path(__file__).resolve().parents[2]
+SECRET = "sk-do-not-log-0123456789"
+# Long enough that a run is surely still going when a test disconnects from it.
+ENV = {**os.environ, "SERVICE_TOOL_SECONDS": "1.0"}
+SIM = (
+    "from agentcore._sim import SimConfig, run_sim_server; "
+    "run_sim_server('127.0.0.1', 0, SimConfig(speedup=10))"
+)
+
+
+class Server:
+    def __init__(self, argv: list[str]) -> None:
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(128)
+        fd = self.listener.fileno()
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.process = subprocess.Popen(
+            [*argv, "--fd", str(fd)],
+            pass_fds=(fd,),
+            env=ENV,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            assert self.process.poll() is None, self.output()
+            try:
+                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "the service did not come up in 60 s"
+            time.sleep(0.2)
+
+    def output(self) -> str:
+        self.stop()
+        assert self.process.stdout is not None
+        return self.process.stdout.read().decode(errors="replace")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=15)
+        self.listener.close()
+
+
+@pytest.fixture(scope="module")
+def sim_url() -> Iterator[str]:
+    process = subprocess.Popen([sys.executable, "-c", SIM], stdout=subprocess.PIPE)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline().decode()
+        assert line.startswith("agentcore sim: serving http://127.0.0.1:"), line
+        yield line.split("serving ", 1)[1].split()[0]
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+        assert process.stdout is not None
+        process.stdout.close()
+
+
+@pytest.fixture(scope="module", params=["trio", "fastapi"])
+def service(request: pytest.FixtureRequest, sim_url: str) -> Iterator[tuple[str, Server]]:
+    if request.param == "trio":
+        argv = [sys.executable, "examples/service_trio.py", "--backend", "sim://"]
+    else:
+        argv = [sys.executable, "examples/service_fastapi.py", "--backend", sim_url]
+    server = Server(argv)
+    try:
+        yield request.param, server
+    finally:
+        server.stop()
+        assert server.process.stdout is not None
+        server.process.stdout.close()
+
+
+async def stats(client: httpx.AsyncClient) -> dict[str, Any]:
+    reply = await client.get("/stats")
+    data: dict[str, Any] = reply.json()
+    return data
+
+
+async def test_a_hundred_concurrent_runs_all_succeed(service: tuple[str, Server]) -> None:
+    kind, server = service
+    replies: list[httpx.Response] = []
+    limits = httpx.Limits(max_connections=100)
+    async with httpx.AsyncClient(base_url=server.url, timeout=120, limits=limits) as client:
+        before = await stats(client)
+
+        async def one(i: int) -> None:
+            replies.append(await client.post("/runs", json={"inputs": {"record": f"r{i}"}}))
+
+        started = trio.current_time()
+        async with trio.open_nursery() as nursery:
+            for i in range(100):
+                nursery.start_soon(one, i)
+        elapsed = trio.current_time() - started
+        after = await stats(client)
+    assert [r.status_code for r in replies] == [200] * 100
+    assert all(r.json()["status"] == "ok" for r in replies)
+    assert after["service"]["served"] - before["service"]["served"] == 100
+    # Each run waits about 1 s in its tool: served one after another they would take 100 s.
+    assert elapsed < 60
+    if kind == "trio":
+        driver = after["driver"]
+        assert driver["peak_slots_in_use"] > 1  # the runs shared the driver's slots
+        # Identical tool calls of concurrent agents ran once (coalescing in the shared driver).
+        assert driver["tool_executions"] < driver["tool_calls"]
+
+
+@pytest.mark.parametrize("route", ["/runs", "/runs/stream"])
+async def test_a_client_that_disconnects_cancels_only_its_own_agent(
+    service: tuple[str, Server], route: str
+) -> None:
+    _, server = service
+    async with httpx.AsyncClient(base_url=server.url, timeout=120) as client:
+        before = (await stats(client))["service"]
+        kept: list[httpx.Response] = []
+
+        async def stays(i: int) -> None:
+            kept.append(await client.post("/runs", json={"inputs": {"record": f"k{i}"}}))
+
+        async with trio.open_nursery() as nursery:
+            for i in range(3):
+                nursery.start_soon(stays, i)
+            with trio.move_on_after(0.5):  # the runs are inside their 1 s tool call by then
+                async with client.stream("POST", route, json={"inputs": {"record": "gone"}}) as r:
+                    async for _ in r.aiter_bytes():
+                        pass
+                raise AssertionError("the run ended before the client left")
+        with trio.fail_after(30):
+            while (now := (await stats(client))["service"])["active"]:
+                await trio.sleep(0.1)
+    assert [r.json()["status"] for r in kept] == ["ok"] * 3
+    assert now["disconnected"] - before["disconnected"] == 1
+    assert now["served"] - before["served"] == 3
+
+
+async def test_the_stream_sends_started_then_the_result(service: tuple[str, Server]) -> None:
+    _, server = service
+    async with httpx.AsyncClient(base_url=server.url, timeout=60) as client:
+        body = {"inputs": {"record": "s1"}}
+        async with client.stream("POST", "/runs/stream", json=body) as reply:
+            assert reply.status_code == 200
+            assert reply.headers["content-type"].startswith("text/event-stream")
+            text = (await reply.aread()).decode()
+    frames = [f for f in text.split("\n\n") if f.strip()]
+    assert [f.splitlines()[0] for f in frames] == ["event: started", "event: result"]
+    assert '"status": "ok"' in frames[1].replace('":"', '": "')
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status"),
+    [
+        ("POST", "/runs", b"{not json " + SECRET.encode(), {400, 422}),
+        ("POST", "/runs", b'{"inputs": {"other": "' + SECRET.encode() + b'"}}', {422}),
+        ("POST", "/runs", b'{"inputs": ["' + SECRET.encode() + b'"]}', {422}),
+        ("POST", "/runs", b'{"inputs": {"record": {"nested": 1}}}', {422}),
+        ("GET", "/runs", b"", {405}),
+        ("GET", "/nowhere", b"", {404}),
+    ],
+)
+async def test_bad_requests_get_a_clear_4xx_json_answer(
+    service: tuple[str, Server], method: str, path: str, body: bytes, status: set[int]
+) -> None:
+    _, server = service
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        reply = await client.request(
+            method, path, content=body, headers={"content-type": "application/json"}
+        )
+        assert (await client.get("/health")).status_code == 200  # still serving
+    assert reply.status_code in status
+    error = reply.json()
+    assert set(error) & {"error", "detail"}
+
+
+def test_nothing_a_client_sent_is_logged(service: tuple[str, Server]) -> None:
+    # Runs after the bad requests above (same module-scoped server): their bodies held SECRET.
+    _, server = service
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        client.post("/runs", content=SECRET.encode(), headers={"authorization": SECRET})
+    server.stop()
+    assert server.process.stdout is not None
+    logged = server.process.stdout.read().decode(errors="replace")
+    assert SECRET not in logged

@@ -42,7 +42,8 @@ only JSON objects while the model still sees what it sent.
 After ``max_turns`` tool turns, the next request is the *final* one: no tools, a user message
 with ``final_instruction``, ``hints.final`` set. A final reply that still asks for tools ends
 the run with ``Abort(MAX_TURNS)``. Repair turns do not count as tool turns, so every run makes
-at most ``max_turns + 1 + max_output_retries`` model requests.
+at most ``max_turns + 1 + max_output_retries + max_tool_errors`` model requests (the last term
+for replies that lacked a required tool call).
 
 Budgets: every invalid tool call counts toward ``max_tool_errors``; the call that exceeds it
 ends the run with ``Abort(TOOL_ERRORS)`` (no ``CallTool`` of that reply is emitted). A tool

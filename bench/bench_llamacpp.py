@@ -25,7 +25,9 @@ Contenders, each in its own subprocess (client CPU measured by ``wait4``):
 Measured per run: wall time of the batch (inside the contender, warm-up included), prefill
 tokens the server computed (``llamacpp:prompt_tokens_total`` from ``/metrics``: every request,
 the warm-up included; restored slots compute nothing), model requests (as each contender
-counts them), and the contender process's CPU seconds. Cells are medians over ``--repeats``
+counts them), the server's decode steps (``n_decode_total``) and average busy slots per step
+(``n_busy_slots_per_decode``: how full the server kept its batch), and the contender
+process's CPU seconds. Cells are medians over ``--repeats``
 runs; the contender order rotates between repeats.
 
 Run: ``make bench-llamacpp`` or ``.venv/bin/python bench/bench_llamacpp.py [--n 32,128]
@@ -59,10 +61,12 @@ from _common import (
 )
 
 CONTENDERS = ("agentcore", "minimal", "isolated", "naive")
+# Extra contenders for the client-side-cap analysis: agentcore with max_inflight = k x slots.
+INFLIGHT = re.compile(r"agentcore-x(\d+)$")
 SERVER = ROOT / "tools" / "llamacpp" / "server.py"
 TOPICS = 9
 TEMPLATE = "Summarise the paper {paper} for the survey section on {topic}. Topic: {topic}."
-MAX_TOKENS = 64
+MAX_TOKENS = 128  # a tool call takes ~50 tokens: never cut (see test_llamacpp for cut ones)
 
 
 def system_prompt() -> str:
@@ -201,9 +205,11 @@ def contender_main(args: argparse.Namespace) -> int:
     import trio
 
     name, url, n, slots, latency = args.contender, args.url, args.n[0], args.slots, args.latency
-    if name == "agentcore":
+    capped = INFLIGHT.match(name)
+    if name == "agentcore" or capped:
         url = url.replace("http://", "llamacpp://")
-        report = trio.run(run_agentcore, url, n, slots, latency)
+        inflight = slots * int(capped.group(1)) if capped else slots
+        report = trio.run(run_agentcore, url, n, inflight, latency)
     else:
         hold = name == "isolated"
         limit = None if name == "naive" else slots
@@ -250,6 +256,8 @@ def run_one(name: str, n: int, args: argparse.Namespace, port: int) -> dict[str,
     if measured.returncode != 0 or not report:
         report["crash"] = measured.stderr.strip().splitlines()[-3:]
     report["prefill"] = counters.get("prompt_tokens_total")
+    report["decodes"] = counters.get("n_decode_total")
+    report["busy_per_decode"] = counters.get("n_busy_slots_per_decode")
     report["process_cpu"] = measured.cpu
     return report
 
@@ -276,6 +284,8 @@ def orchestrate(args: argparse.Namespace) -> int:
                 runs[name].append(result)
                 print(f"  n={n} run {repeat + 1} {name:10s} wall {fmt(result.get('wall'))} s "
                       f"prefill {fmt(result.get('prefill'), 0)} ok {result.get('ok')}/{n} "
+                      f"steps {fmt(result.get('decodes'), 0)} "
+                      f"busy {fmt(result.get('busy_per_decode'))} warm {result.get('warm_up_s')} "
                       f"cpu {fmt(result.get('process_cpu'))} {result.get('crash') or ''}",
                       flush=True)  # fmt: skip
         everything[n] = runs
@@ -302,10 +312,12 @@ def report_table(n: int, runs: dict[str, list[dict[str, Any]]], args: argparse.N
             fmt(prefill, 0),
             fmt(prefill / base_prefill, 2) + "x" if prefill and base_prefill else "-",
             fmt(med(name, "requests"), 0), f"{fmt(med(name, 'ok'), 0)}/{n}",
+            fmt(med(name, "decodes"), 0), fmt(med(name, "busy_per_decode")),
             fmt(med(name, "process_cpu")),
         ])  # fmt: skip
     headers = ["contender", "wall s", "wall vs minimal", "server prefill tok",
-               "prefill vs minimal", "requests", "ok", "client CPU s"]  # fmt: skip
+               "prefill vs minimal", "requests", "ok", "decode steps", "busy slots/step",
+               "client CPU s"]  # fmt: skip
     title = (
         f"research summary on llama-server (CPU, {args.model} model): N={n}, {TOPICS} topics, "
         "2 turns, "

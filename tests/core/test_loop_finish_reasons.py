@@ -113,6 +113,14 @@ def test_a_required_tool_call_that_did_not_come_is_not_a_final_answer() -> None:
     assert loop.statistics().missing_tool_calls == 2
 
 
+def test_required_tool_choice_without_tools_is_not_enforced() -> None:
+    # The codec sends tool_choice only with tools; with none offered, a text answer is final.
+    loop = make_loop(tools=(), params=ModelParams(tool_choice="required"))
+    loop.start()
+    (end,) = loop.handle(text_reply("run-1/0", "5"))
+    assert isinstance(end, Finish)
+
+
 def test_the_final_request_does_not_require_a_tool() -> None:
     loop = make_loop(params=ModelParams(tool_choice="required"), max_turns=1)
     loop.start()

@@ -13,55 +13,13 @@ under ``tool_choice="required"``, valid JSON under a schema), and are stopped by
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
-import attrs
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-SERVER = ROOT / "tools" / "llamacpp" / "server.py"
+from tests.llamacpp.llama_server import CTX, SLOTS, LlamaServer, free_port
+
 REQUIRED = os.environ.get("AGENTCORE_LLAMACPP", "").lower() in ("1", "true", "yes")
-SLOTS = 4
-CTX = 4096
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@attrs.frozen
-class LlamaServer:
-    port: int
-    slots: int
-    ctx: int
-
-    @property
-    def http(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def url(self) -> str:
-        """``llamacpp://127.0.0.1:PORT``."""
-        return f"llamacpp://127.0.0.1:{self.port}"
-
-    def start(self, *extra: str) -> None:
-        command = [sys.executable, str(SERVER), "start", "--port", str(self.port),
-                   "--slots", str(self.slots), "--ctx", str(self.ctx), "--slot-save"]  # fmt: skip
-        if extra:
-            command += ["--", *extra]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-        if done.returncode != 0:
-            pytest.fail(f"llama-server did not start: {done.stderr.strip()}")
-
-    def stop(self) -> None:
-        subprocess.run([sys.executable, str(SERVER), "stop", "--port", str(self.port)],
-                       capture_output=True, timeout=30, check=False)  # fmt: skip
 
 
 def _server(slots: int = SLOTS, ctx: int = CTX) -> Iterator[LlamaServer]:

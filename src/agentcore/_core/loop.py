@@ -43,7 +43,8 @@ only JSON objects while the model still sees what it sent.
 After ``max_turns`` tool turns, the next request is the *final* one: no tools, a user message
 with ``final_instruction``, ``hints.final`` set. A final reply that still asks for tools ends
 the run with ``Abort(MAX_TURNS)``. Repair turns do not count as tool turns, so every run makes
-at most ``max_turns + 1 + max_output_retries`` model requests.
+at most ``max_turns + 1 + max_output_retries + max_tool_errors`` model requests (the last term
+for replies that lacked a required tool call).
 
 Planning (``config.planning_interval`` = N): before the first request, and after every N-th
 tool turn (unless the next request is the final one), the loop first asks for a *plan*: it
@@ -726,7 +727,8 @@ class AgentLoop:
                     tuple(self._transcript),
                 )
             return self._start_tool_turn(message)
-        if not self._final and _requires_tool(self._config.params.tool_choice):
+        config = self._config
+        if not self._final and config.tools and _requires_tool(config.params.tool_choice):
             return self._missing_tool_call(message)
         return self._final_answer(message, truncated=truncated)
 

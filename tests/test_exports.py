@@ -37,6 +37,8 @@ PUBLIC = {
     "run_batch", "warm_prefix",
     # simulated backend
     "SimConfig", "SimServer", "SimStatistics", "open_sim_server",
+    # distributed batches
+    "QueueAddress", "SubmitReport", "WorkerStatistics", "run_worker", "submit_batch",
 }  # fmt: skip
 
 TESTING = {"Reply", "ScriptedModel", "VirtualRun", "run_in_virtual_time"}

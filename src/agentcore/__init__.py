@@ -113,4 +113,11 @@ from ._stats import DriverStatistics as DriverStatistics
 from ._stats import RequestStats as RequestStats
 from ._stats import Summary as Summary
 
+# distributed batches on Valkey/Redis Streams (docs/distributed.md; needs the `distributed` extra)
+from ._distributed import QueueAddress as QueueAddress
+from ._distributed import SubmitReport as SubmitReport
+from ._distributed import WorkerStatistics as WorkerStatistics
+from ._distributed import run_worker as run_worker
+from ._distributed import submit_batch as submit_batch
+
 __version__ = "0.1.0"

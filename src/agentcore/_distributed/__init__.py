@@ -1,0 +1,26 @@
+"""Distributed batches: agents stepped by many worker processes through Valkey/Redis Streams.
+
+Map of this folder
+------------------
+- ``_address.py``: the queue URL (``redis://host:port/BATCH``) and the batch's key names.
+- ``_scripts.py``: the server-side Lua scripts (admission, the compare-and-set step commit,
+  owner-checked lease renewal, the reclaimer with its dead-letter path, cleanup).
+- ``_connection.py``: the only place that imports ``valkey-glide`` (lazily, so
+  ``import agentcore`` never needs it) and the few commands used, as typed helpers.
+- ``_records.py``: pure helpers: the JSONL result record of a finished agent, tool memos,
+  the task fingerprint that workers check against the batch's.
+- ``_worker.py``: :func:`run_worker`: reads runnable steps, drives one step of an agent loop
+  per entry on the worker's own driver, commits it; heartbeats, reclaimer, consumer cleanup.
+- ``_submitter.py``: :func:`submit_batch`: admits inputs through a bounded window and
+  streams finished results to a JSONL file exactly once, resumably.
+
+See ``docs/distributed.md`` for the protocol and how to operate it.
+"""
+
+from ._address import QueueAddress as QueueAddress
+from ._submitter import SubmitReport as SubmitReport
+from ._submitter import submit_batch as submit_batch
+from ._worker import WorkerStatistics as WorkerStatistics
+from ._worker import run_worker as run_worker
+
+__all__ = ["QueueAddress", "SubmitReport", "WorkerStatistics", "run_worker", "submit_batch"]

@@ -1,0 +1,115 @@
+"""The Redis/Valkey client: ``valkey-glide``, imported lazily, behind a few typed helpers.
+
+GLIDE multiplexes one connection per server: a blocking read holds up every other command on
+its client, so callers open one client for blocking reads and another for everything else
+(see ``/docs/distributed.md``). Every reply is normalised to ``str``/``int``/lists here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from .._errors import ConfigError
+from . import _scripts
+from ._address import QueueAddress
+
+__all__ = ["Connection", "ServerError", "is_server_error", "open_connection"]
+
+_MISSING = "distributed batches need the valkey-glide client: pip install 'agentcore[distributed]'"
+
+
+class ServerError(Exception):
+    """A command failed at the server or on the way (connection lost, timeout)."""
+
+
+def _glide() -> Any:
+    try:
+        return importlib.import_module("glide")
+    except ImportError:
+        raise ConfigError(_MISSING) from None
+
+
+_TRANSIENT = ("LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN")
+
+
+def is_server_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a transient failure worth a retry after a pause: the connection
+    was lost or timed out, or the server is restarting (``LOADING`` its AOF ...). Errors in
+    commands or scripts are not: they propagate."""
+    glide = _glide()
+    if isinstance(exc, glide.ConnectionError | glide.TimeoutError | glide.ClosingError):
+        return True
+    if isinstance(exc, glide.RequestError):
+        return str(exc).lstrip().startswith(_TRANSIENT) or "connection" in str(exc).lower()
+    return isinstance(exc, ServerError)
+
+
+def _text(value: Any) -> Any:
+    """Bytes to str, recursively (GLIDE answers bulk strings as bytes)."""
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, list):
+        return [_text(v) for v in value]
+    if isinstance(value, dict):
+        return {_text(k): _text(v) for k, v in value.items()}
+    return value
+
+
+class Connection:
+    """One GLIDE client and the batch's scripts."""
+
+    def __init__(self, client: Any, glide: Any) -> None:
+        self._client = client
+        self._scripts = {
+            name: glide.Script(getattr(_scripts, name))
+            for name in ("ADMIT", "LOAD", "COMMIT", "RENEW", "RECLAIM", "CLEANUP")
+        }
+
+    async def command(self, *args: str | int | bytes) -> Any:
+        """Run one command; the reply with bytes decoded to str."""
+        return _text(await self._client.custom_command([_arg(a) for a in args]))
+
+    async def raw(self, *args: str | int | bytes) -> Any:
+        """Run one command; the reply as GLIDE gives it (bulk strings as bytes)."""
+        return await self._client.custom_command([_arg(a) for a in args])
+
+    async def script(
+        self, name: str, keys: Sequence[str], args: Sequence[str | int | bytes]
+    ) -> Any:
+        """Run one of :mod:`._scripts` by name (``EVALSHA``, loaded again after a restart)."""
+        reply = await self._client.invoke_script(
+            self._scripts[name], keys=list(keys), args=[_arg(a) for a in args]
+        )
+        return _text(reply)
+
+
+def _arg(value: str | int | bytes) -> str | bytes:
+    return str(value) if isinstance(value, int) else value
+
+
+@asynccontextmanager
+async def open_connection(
+    address: QueueAddress, *, name: str = "agentcore", timeout_ms: int = 5000
+) -> AsyncIterator[Connection]:
+    """Open a client to ``address``; closed on exit.
+
+    Raises:
+        ConfigError: valkey-glide is not installed, or the server cannot be reached.
+    """
+    glide = _glide()
+    config = glide.GlideClientConfiguration(
+        [glide.NodeAddress(address.host, address.port)],
+        request_timeout=timeout_ms,
+        client_name=name,
+    )
+    try:
+        client = await glide.GlideClient.create(config)
+    except glide.GlideError as exc:
+        raise ConfigError(f"cannot connect to {address.url}: {exc}") from None
+    try:
+        yield Connection(client, glide)
+    finally:
+        await client.close()

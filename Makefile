@@ -61,3 +61,19 @@ bench-overhead: venv
 ## 100,000 agents on the in-process ScriptedModel: CPU per turn, memory per agent.
 bench-scale: venv
 	$(BIN)/python bench/bench_scale.py
+
+# ---- distributed batches on Redis/Valkey Streams (tools/redis, docs/distributed.md) ----
+.PHONY: redis test-distributed chaos
+
+## Install redis-server (Debian apt) unless a redis-server or valkey-server is on PATH.
+redis:
+	bash tools/redis/install.sh
+
+## The distributed tier: workers, submitter, SIGKILLed workers and a short chaos run, each
+## against a real redis-server started on 127.0.0.1 by the tests (AOF on).
+test-distributed: venv redis
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m distributed tests/distributed
+
+## A longer chaos run (W worker processes, kills, zombies, server restarts; seed printed).
+chaos: venv redis
+	$(BIN)/python tests/distributed/chaos.py --agents 5000 --workers 4 --duration-kills 20

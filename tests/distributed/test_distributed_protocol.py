@@ -1,0 +1,182 @@
+"""The protocol's guarantees, one at a time, on a real server: the compare-and-set commit,
+the model's decision committed before its tools run, leases kept by heartbeats, dead letters,
+and the negative controls that show what the compare and the heartbeat are for."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import trio
+from agents import TASK, CountingModel, expected_total, make_task
+
+import agentcore
+from agentcore._distributed._address import QueueAddress
+from agentcore._distributed._connection import open_connection
+
+
+async def _audit(url: str) -> dict[str, int]:
+    address = QueueAddress.parse(url)
+    async with open_connection(address) as conn:
+        audit = await conn.command("HGETALL", address.keys.audit)
+    return {k: int(v) for k, v in audit.items()}
+
+
+def _records(path: Path) -> dict[int, dict[str, Any]]:
+    return {r["index"]: r for r in map(orjson.loads, path.read_bytes().splitlines())}
+
+
+async def _batch(url, count, out, *, workers=1, model=None, limit=60.0, **options):
+    model = model or CountingModel(turns=2)
+    stats: list[agentcore.WorkerStatistics] = []
+
+    async def worker() -> None:
+        stats.append(
+            await agentcore.run_worker(
+                url, TASK, backend=model, exit_when_done=True, block_ms=100, audit=True,
+                **options,
+            )
+        )  # fmt: skip
+
+    with trio.fail_after(limit):
+        async with trio.open_nursery() as nursery:
+            for _ in range(workers):
+                nursery.start_soon(worker)
+            await agentcore.submit_batch(
+                url, TASK, [{"n": i} for i in range(count)], out, block_ms=100
+            )
+    return stats, model
+
+
+async def test_a_second_commit_of_the_same_step_is_rejected(redis_server):
+    address = QueueAddress.parse(redis_server.url("cas"))
+    keys = address.keys
+    async with open_connection(address) as conn:
+        await conn.command("XGROUP", "CREATE", keys.steps, "workers", "0", "MKSTREAM")
+        await conn.script(
+            "ADMIT", [keys.version, keys.inputs, keys.steps, keys.meta], ["1", "0", "{}"]
+        )
+        commit_keys = [
+            keys.version, keys.checkpoint, keys.steps, keys.results, keys.done, keys.audit
+        ]  # fmt: skip
+
+        async def commit(snapshot: str, compare: str) -> int:
+            args = ["0", "0", "1-0", "next", snapshot, compare, "1", "workers"]
+            return int(await conn.script("COMMIT", commit_keys, args))
+
+        first = await commit("s1", "1")
+        again = await commit("s2", "1")
+        assert (first, again) == (1, 0)
+        assert await conn.command("HGET", keys.version, "0") == "1"
+        assert await conn.command("HGET", keys.checkpoint, "0") == "s1"
+        # The admitted entry plus exactly one entry for step 1.
+        assert int(await conn.command("XLEN", keys.steps)) == 2
+        # Without the compare (the negative control), the second commit goes through.
+        unguarded = await commit("s3", "0")
+        assert unguarded == 1
+        assert await conn.command("HGET", keys.audit, "0:0") == "2"
+
+
+async def test_a_recovered_agent_runs_its_pending_tools_without_asking_the_model_again(
+    redis_server, tmp_path
+):
+    """Worker A commits the model's reply (a tool call), then dies inside the tool; worker B
+    reclaims the step after the lease and runs the pending call. The model is asked for
+    that turn once, by A."""
+    url = redis_server.url("ckpt")
+    address = QueueAddress.parse(url)
+    first_model, second_model = CountingModel(turns=1), CountingModel(turns=1)
+    task = make_task(1)
+    blocked = trio.Event()
+
+    async def worker_a() -> None:
+        async with agentcore.open_driver(first_model, tools=task.tools) as driver:
+            original = driver.executor.call
+
+            async def hang(effect):  # dies inside the tool: never returns
+                blocked.set()
+                await trio.sleep_forever()
+                return await original(effect)
+
+            driver.executor.call = hang  # type: ignore[method-assign]
+            await agentcore.run_worker(url, task, driver=driver, lease=0.3, block_ms=100)
+
+    out = tmp_path / "out.jsonl"
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: agentcore.submit_batch(url, task, [{"n": 7}], out, block_ms=100))
+        with trio.CancelScope() as a_scope:
+            nursery.start_soon(worker_a)
+            await blocked.wait()
+            async with open_connection(address) as conn:
+                # The reply with its pending call is committed before the tool runs.
+                assert await conn.command("HGET", address.keys.version, "0") == "1"
+                snapshot = orjson.loads(await conn.command("HGET", address.keys.checkpoint, "0"))
+            assert snapshot["state"] == "awaiting_tools"
+            a_scope.cancel()  # A stops heartbeating: its entry is left pending
+        nursery.cancel_scope.cancel()
+    assert first_model.calls == 1
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(
+                lambda: agentcore.run_worker(
+                    url, task, backend=second_model, lease=0.3, block_ms=100, exit_when_done=True
+                )
+            )
+            await agentcore.submit_batch(url, task, [{"n": 7}], out, block_ms=100)
+    record = _records(out)[0]
+    assert record["output"] == {"total": expected_total(7, 1)}
+    # B asked only for the turn after the tool; the decision A committed was not re-asked.
+    assert second_model.calls == 1
+
+
+async def test_heartbeats_keep_slow_steps_with_their_worker(redis_server, tmp_path):
+    url = redis_server.url("hb")
+    stats, _ = await _batch(
+        url, 4, tmp_path / "o.jsonl", workers=2, model=CountingModel(2, latency=1.0), lease=0.4
+    )
+    assert sum(s.reclaimed for s in stats) == 0
+    assert sum(s.model_calls for s in stats) == 4 * 3
+    assert set((await _audit(url)).values()) == {1}
+
+
+async def test_without_heartbeats_steps_run_again_but_commit_once(redis_server, tmp_path):
+    """Negative control of the heartbeat: slow steps lose their lease and are run again
+    (wasted work), yet the compare-and-set still lets exactly one execution commit."""
+    url = redis_server.url("nohb")
+    out = tmp_path / "o.jsonl"
+    stats, _ = await _batch(
+        url, 4, out, workers=2, model=CountingModel(2, latency=1.0), lease=0.4,
+        heartbeat=False, max_deliveries=50,
+    )  # fmt: skip
+    assert sum(s.reclaimed for s in stats) > 0
+    assert sum(s.model_calls for s in stats) > 4 * 3
+    assert set((await _audit(url)).values()) == {1}
+    assert all(r["output"] == {"total": expected_total(i, 2)} for i, r in _records(out).items())
+
+
+async def test_without_the_compare_reexecuted_steps_commit_twice(redis_server, tmp_path):
+    """Negative control of the compare-and-set: the same re-executions now all commit."""
+    url = redis_server.url("nocas")
+    with trio.move_on_after(20):
+        await _batch(
+            url, 4, tmp_path / "o.jsonl", workers=2, model=CountingModel(2, latency=1.0),
+            lease=0.4, heartbeat=False, compare=False, max_deliveries=50,
+        )  # fmt: skip
+    assert max((await _audit(url)).values()) > 1
+
+
+async def test_a_step_delivered_too_often_is_dead_lettered_with_a_reason(redis_server, tmp_path):
+    url = redis_server.url("dlq")
+    out = tmp_path / "o.jsonl"
+    await _batch(
+        url, 1, out, model=CountingModel(2, latency=2.0), lease=0.3, heartbeat=False,
+        max_deliveries=2,
+    )  # fmt: skip
+    record = _records(out)[0]
+    assert record["status"] == "failed"
+    assert record["error"]["kind"] == "dead_letter"
+    assert "delivered 3 times" in record["error"]["message"]
+    address = QueueAddress.parse(url)
+    async with open_connection(address) as conn:
+        assert int(await conn.command("XLEN", address.keys.dead)) == 1

@@ -11,18 +11,15 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import attrs
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-ROOT = Path(__file__).resolve().parents[2]
-SERVER_SCRIPT = ROOT / "tools" / "redis" / "server.sh"
+from redis_server import RedisServer, start_server
 
 
 def _missing() -> str | None:
@@ -40,54 +37,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.distributed)
             if reason is not None:
                 item.add_marker(pytest.mark.skip(reason=reason))
-
-
-@attrs.define
-class RedisServer:
-    """A server started by tools/redis/server.sh; ``restart`` keeps its port and AOF."""
-
-    folder: Path
-    port: int
-    pid: int
-    fsync: str
-
-    def url(self, batch: str) -> str:
-        return f"redis://127.0.0.1:{self.port}/{batch}"
-
-    def stop(self) -> None:
-        subprocess.run(["bash", str(SERVER_SCRIPT), "stop", str(self.folder)], check=True)
-
-    def kill(self) -> None:
-        """SIGKILL the server (what a crash does); its AOF is what a restart recovers."""
-        import os
-        import signal
-        import time
-
-        try:
-            os.kill(self.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            return
-        for _ in range(200):
-            try:
-                os.kill(self.pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.02)
-
-    def start(self) -> None:
-        out = subprocess.run(
-            ["bash", str(SERVER_SCRIPT), "start", str(self.folder), str(self.port), self.fsync],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout.split()
-        self.port, self.pid = int(out[0]), int(out[1])
-
-
-def start_server(folder: Path, fsync: str = "always", port: int = 0) -> RedisServer:
-    server = RedisServer(folder, port, 0, fsync)
-    server.start()
-    return server
 
 
 @pytest.fixture(scope="session")

@@ -114,9 +114,10 @@ async def _collect_checks(address: QueueAddress, args: argparse.Namespace) -> di
         stats = await conn.command("HGETALL", keys.stats)
     counts = {k: int(v) for k, v in audit.items()}
     expected = {f"{a}:{s}" for a in range(args.agents) for s in range(steps)}
+    audited = not args.no_audit
     return {
-        "duplicate_commits": sum(v - 1 for v in counts.values() if v > 1),
-        "missing_commits": len(expected - set(counts)),
+        "duplicate_commits": sum(v - 1 for v in counts.values() if v > 1) if audited else None,
+        "missing_commits": len(expected - set(counts)) if audited else None,
         "stream_left": stream,
         "pending_left": pending,
         "live_left": live,
@@ -162,6 +163,8 @@ async def chaos(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         options.append("--no-compare")
     if args.no_heartbeat:
         options.append("--no-heartbeat")
+    if args.no_audit:
+        options.append("--no-audit")
     rng = random.Random(args.seed + 1)
     workers = Workers(url, args.workers, options, log)
     out = folder / "out.jsonl"
@@ -176,13 +179,16 @@ async def chaos(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         proc = workers.slots[slot]
         workers.frozen.add(slot)
         proc.send_signal(signal.SIGSTOP)
-        await trio.sleep(args.lease + rng.uniform(1.0, 2.0))
-        proc.send_signal(signal.SIGCONT)
-        workers.frozen.discard(slot)
+        try:
+            await trio.sleep(args.lease + rng.uniform(1.0, 2.0))
+        finally:
+            proc.send_signal(signal.SIGCONT)
+            workers.frozen.discard(slot)
 
     async def injector(nursery: trio.Nursery) -> None:
         for number, fault in enumerate(faults, start=1):
-            threshold = args.agents * number // (len(faults) + 1)
+            # Spread over the first 80 % of the results (the last ones come in a burst).
+            threshold = args.agents * 4 * number // (5 * (len(faults) + 1))
             while written[0] < threshold:
                 await trio.sleep(0.05)
             thawed = [s for s in range(args.workers) if s not in workers.frozen]
@@ -260,7 +266,7 @@ async def chaos(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
 def passed(report: dict[str, Any]) -> bool:
     keys = ("lost", "wrong", "duplicate_lines", "duplicate_commits", "missing_commits",
             "stream_left", "pending_left", "live_left")  # fmt: skip
-    return all(report[k] == 0 for k in keys)
+    return all(report[k] in (0, None) for k in keys)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -281,6 +287,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-compare", action="store_true", help="negative control")
     parser.add_argument("--no-heartbeat", action="store_true", help="negative control")
     parser.add_argument("--baseline", action="store_true", help="also time run_batch")
+    parser.add_argument(
+        "--no-audit", action="store_true", help="no per-step commit counts (memory runs)"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="agentcore-chaos-") as tmp:
         report = trio.run(chaos, args, Path(tmp))

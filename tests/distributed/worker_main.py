@@ -28,6 +28,7 @@ def main() -> None:
     parser.add_argument("--max-deliveries", type=int, default=20)
     parser.add_argument("--no-compare", action="store_true")
     parser.add_argument("--no-heartbeat", action="store_true")
+    parser.add_argument("--no-audit", action="store_true")
     args = parser.parse_args()
     stats = trio.run(
         lambda: agentcore.run_worker(
@@ -39,7 +40,7 @@ def main() -> None:
             max_deliveries=args.max_deliveries,
             exit_when_done=True,
             block_ms=200,
-            audit=True,
+            audit=not args.no_audit,
             compare=not args.no_compare,
             heartbeat=not args.no_heartbeat,
         )

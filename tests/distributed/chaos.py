@@ -60,23 +60,48 @@ class Workers:
         self.url = url
         self.options = options
         self.env = {**os.environ, "AGENTCORE_DIST_LOG": str(log)}
-        self.slots: list[subprocess.Popen[bytes]] = [self._start() for _ in range(count)]
+        self.log = log
+        self.started_total = 0
+        self.last_log = 0
+        self.crashes = 0
+        self.slots: list[subprocess.Popen[bytes]] = []
+        self.slot_logs: list[int] = []
+        for _ in range(count):
+            self.slots.append(self._start())
+            self.slot_logs.append(self.last_log)
         self.frozen: set[int] = set()
         self.started = count
 
     def _start(self) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            [sys.executable, str(HERE / "worker_main.py"), self.url, *self.options],
-            env=self.env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        with (self.log / f"worker-{self.started_total}.err").open("wb") as err:
+            self.last_log = self.started_total
+            self.started_total += 1
+            return subprocess.Popen(
+                [sys.executable, str(HERE / "worker_main.py"), self.url, *self.options],
+                env=self.env,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
+
+    def replace_crashed(self, finished: bool) -> None:
+        """Start a replacement for every worker that exited on its own with an error."""
+        for slot, proc in enumerate(self.slots):
+            code = proc.poll()
+            if code is not None and code != 0 and not finished:
+                self.crashes += 1
+                print(f"  worker in slot {slot} crashed (exit {code}):")
+                err = self.log / f"worker-{self.slot_logs[slot]}.err"
+                print("    " + "\n    ".join(err.read_text().splitlines()[-25:]))
+                self.slots[slot] = self._start()
+                self.slot_logs[slot] = self.last_log
+                self.started += 1
 
     def kill(self, slot: int) -> None:
         proc = self.slots[slot]
         proc.kill()
         proc.wait()
         self.slots[slot] = self._start()
+        self.slot_logs[slot] = self.last_log
         self.started += 1
 
     def stop_all(self, timeout: float) -> None:
@@ -123,6 +148,17 @@ async def _collect_checks(address: QueueAddress, args: argparse.Namespace) -> di
         "live_left": live,
         "worker_stats": {k: int(v) for k, v in sorted(stats.items())},
     }
+
+
+def _crash_reports(log: Path) -> list[str]:
+    """The last line of every worker's stderr that ended with a traceback."""
+    reports = []
+    for path in sorted(log.glob("worker-*.err")):
+        text = path.read_text(errors="replace")
+        if "Traceback" in text:
+            errors = [line.strip(" |") for line in text.splitlines() if "Error" in line]
+            reports.append(f"{path.name}: {errors[-1] if errors else 'traceback'}")
+    return reports
 
 
 def _log_counts(log: Path, kind: str) -> Counter[str]:
@@ -185,6 +221,11 @@ async def chaos(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             proc.send_signal(signal.SIGCONT)
             workers.frozen.discard(slot)
 
+    async def supervisor() -> None:
+        while True:
+            workers.replace_crashed(finished=False)
+            await trio.sleep(0.2)
+
     async def injector(nursery: trio.Nursery) -> None:
         for number, fault in enumerate(faults, start=1):
             # Spread over the first 80 % of the results (the last ones come in a burst).
@@ -211,6 +252,7 @@ async def chaos(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(injector, nursery)
+            nursery.start_soon(supervisor)
             nursery.start_soon(_memory_sampler, address, peak)
             with trio.fail_after(args.timeout):
                 await agentcore.submit_batch(
@@ -245,6 +287,8 @@ async def chaos(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         "seed": args.seed,
         "faults_applied": dict(applied),
         "worker_processes_started": workers.started,
+        "worker_crashes": workers.crashes,
+        "worker_errors": _crash_reports(log),
         "wall_s": round(wall, 2),
         "commits_per_s": round(args.agents * (2 * args.turns + 1) / wall, 1),
         "peak_server_memory_mb": round(peak[0] / 2**20, 1),
@@ -265,7 +309,7 @@ async def chaos(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
 
 def passed(report: dict[str, Any]) -> bool:
     keys = ("lost", "wrong", "duplicate_lines", "duplicate_commits", "missing_commits",
-            "stream_left", "pending_left", "live_left")  # fmt: skip
+            "stream_left", "pending_left", "live_left", "worker_crashes")  # fmt: skip
     return all(report[k] in (0, None) for k in keys)
 
 

@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+import trio
+
 from .._errors import ConfigError
 from . import _scripts
 from ._address import QueueAddress
@@ -32,18 +34,21 @@ def _glide() -> Any:
         raise ConfigError(_MISSING) from None
 
 
-_TRANSIENT = ("LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN")
+_TRANSIENT = ("loading", "busy", "masterdown", "tryagain", "clusterdown", "connection")
 
 
 def is_server_error(exc: BaseException) -> bool:
     """Whether ``exc`` is a transient failure worth a retry after a pause: the connection
     was lost or timed out, or the server is restarting (``LOADING`` its AOF ...). Errors in
     commands or scripts are not: they propagate."""
+    if isinstance(exc, BaseExceptionGroup):  # from a nursery of parallel tool calls
+        return all(is_server_error(e) for e in exc.exceptions)
     glide = _glide()
     if isinstance(exc, glide.ConnectionError | glide.TimeoutError | glide.ClosingError):
         return True
     if isinstance(exc, glide.RequestError):
-        return str(exc).lstrip().startswith(_TRANSIENT) or "connection" in str(exc).lower()
+        text = str(exc).lower()
+        return any(word in text for word in _TRANSIENT)
     return isinstance(exc, ServerError)
 
 
@@ -92,9 +97,13 @@ def _arg(value: str | int | bytes) -> str | bytes:
 
 @asynccontextmanager
 async def open_connection(
-    address: QueueAddress, *, name: str = "agentcore", timeout_ms: int = 5000
+    address: QueueAddress,
+    *,
+    name: str = "agentcore",
+    timeout_ms: int = 5000,
+    connect_for: float = 10.0,
 ) -> AsyncIterator[Connection]:
-    """Open a client to ``address``; closed on exit.
+    """Open a client to ``address`` (trying for ``connect_for`` seconds); closed on exit.
 
     Raises:
         ConfigError: valkey-glide is not installed, or the server cannot be reached.
@@ -105,10 +114,16 @@ async def open_connection(
         request_timeout=timeout_ms,
         client_name=name,
     )
-    try:
-        client = await glide.GlideClient.create(config)
-    except glide.GlideError as exc:
-        raise ConfigError(f"cannot connect to {address.url}: {exc}") from None
+    # A server restarting (a crash, a failover) refuses connections for a moment: retry.
+    deadline = trio.current_time() + connect_for
+    while True:
+        try:
+            client = await glide.GlideClient.create(config)
+            break
+        except glide.GlideError as exc:
+            if trio.current_time() >= deadline:
+                raise ConfigError(f"cannot connect to {address.url}: {exc}") from None
+            await trio.sleep(0.25)
     try:
         yield Connection(client, glide)
     finally:

@@ -40,6 +40,7 @@ the steps in progress finish and the worker leaves.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import secrets
@@ -204,7 +205,8 @@ class _Worker:
             await self._read()
             while self._inflight:
                 await self._wait_freed()
-            await self._flush_stats()
+            with contextlib.suppress(Exception):
+                await self._flush_stats()  # best effort: the counters are statistics
             nursery.cancel_scope.cancel()
 
     def stop(self) -> None:
@@ -418,6 +420,8 @@ class _Worker:
             ],
         )  # fmt: skip
         for entry_id, agent, step, _deliveries in entries:
+            if entry_id in self._inflight:
+                continue  # our own step, whose heartbeat was late: it is still running
             self.stats.reclaimed += 1
             self._spawn(entry_id, agent, int(step))
         return str(following)

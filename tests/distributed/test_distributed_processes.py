@@ -151,6 +151,8 @@ def test_the_command_line_runs_a_batch_and_resumes_a_killed_submitter(redis_serv
             time.sleep(0.02)
         first.kill()
         first.wait(timeout=30)
+        assert first.returncode == -signal.SIGKILL  # killed mid-batch, not finished
+        assert out.read_bytes().count(b"\n") < count
         resumed = subprocess.run(
             [*submit, "--resume"], capture_output=True, text=True, timeout=120, check=False
         )

@@ -180,3 +180,25 @@ async def test_a_step_delivered_too_often_is_dead_lettered_with_a_reason(redis_s
     address = QueueAddress.parse(url)
     async with open_connection(address) as conn:
         assert int(await conn.command("XLEN", address.keys.dead)) == 1
+
+
+async def test_consumers_of_dead_workers_are_removed(redis_server):
+    url = redis_server.url("consumers")
+    address = QueueAddress.parse(url)
+    keys = address.keys
+    async with open_connection(address) as conn:
+        await conn.command("XGROUP", "CREATE", keys.steps, "workers", "0", "MKSTREAM")
+        await conn.command("XGROUP", "CREATECONSUMER", keys.steps, "workers", "gone-1")
+        with trio.move_on_after(3):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(
+                    lambda: agentcore.run_worker(url, TASK, backend=CountingModel(), lease=0.05)
+                )
+                while True:
+                    consumers = await conn.command("XINFO", "CONSUMERS", keys.steps, "workers")
+                    if "gone-1" not in [c["name"] for c in consumers]:
+                        break
+                    await trio.sleep(0.05)
+                nursery.cancel_scope.cancel()
+        names = [c["name"] for c in await conn.command("XINFO", "CONSUMERS", keys.steps, "workers")]
+    assert "gone-1" not in names

@@ -133,7 +133,7 @@ async def test_a_recovered_agent_runs_its_pending_tools_without_asking_the_model
 async def test_heartbeats_keep_slow_steps_with_their_worker(redis_server, tmp_path):
     url = redis_server.url("hb")
     stats, _ = await _batch(
-        url, 4, tmp_path / "o.jsonl", workers=2, model=CountingModel(2, latency=1.0), lease=0.4
+        url, 4, tmp_path / "o.jsonl", workers=2, model=CountingModel(2, latency=2.5), lease=1.0
     )
     assert sum(s.reclaimed for s in stats) == 0
     assert sum(s.model_calls for s in stats) == 4 * 3
@@ -202,3 +202,51 @@ async def test_consumers_of_dead_workers_are_removed(redis_server):
                 nursery.cancel_scope.cancel()
         names = [c["name"] for c in await conn.command("XINFO", "CONSUMERS", keys.steps, "workers")]
     assert "gone-1" not in names
+
+
+class _RateLimitedOnce(CountingModel):
+    """Answers the first request of the whole test with a 429 asking for 1 s of quiet."""
+
+    def __init__(self, shared: dict[str, Any], name: str) -> None:
+        super().__init__(turns=2, latency=0.05)
+        self.shared = shared
+        self.name = name
+
+    async def exchange(self, call):
+        from agentcore import ErrorKind, Exchange, ModelError, ModelFailed
+
+        now = trio.current_time()
+        self.shared["starts"].append((now, self.name))
+        if not self.shared.get("limited") and len(self.shared["starts"]) > 40:
+            self.shared["limited"] = now
+            error = ModelError(ErrorKind.RATE_LIMITED, "slow down", 429, True, retry_after=1.0)
+            return Exchange(ModelFailed(call.request_id, error))
+        return await super().exchange(call)
+
+
+async def _starts_during_pause(url: str, tmp_path: Path, shared_backoff: bool) -> list[str]:
+    shared: dict[str, Any] = {"starts": []}
+    async with trio.open_nursery() as nursery:
+        for name in ("a", "b"):
+            nursery.start_soon(
+                lambda name=name: agentcore.run_worker(
+                    url, TASK, backend=_RateLimitedOnce(shared, name), exit_when_done=True,
+                    block_ms=100, shared_backoff=shared_backoff,
+                )
+            )  # fmt: skip
+        with trio.fail_after(60):
+            await agentcore.submit_batch(
+                url, TASK, [{"n": i} for i in range(200)], tmp_path / f"{url[-3:]}.jsonl",
+                block_ms=100, window=20,
+            )  # fmt: skip
+    limited = shared["limited"]
+    return [name for t, name in shared["starts"] if limited + 0.2 < t < limited + 0.95]
+
+
+async def test_a_429_pauses_every_worker_of_the_batch(redis_server, tmp_path):
+    assert await _starts_during_pause(redis_server.url("bo1"), tmp_path, True) == []
+
+
+async def test_without_the_shared_backoff_other_workers_keep_calling(redis_server, tmp_path):
+    """Control: only the worker that got the 429 waits (its driver's own back-off)."""
+    assert await _starts_during_pause(redis_server.url("bo0"), tmp_path, False) != []

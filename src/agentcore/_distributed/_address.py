@@ -81,6 +81,12 @@ class Keys:
         """Hash ``agent:step`` -> commits (only with auditing on; used by the chaos suite)."""
         return self._key("audit")
 
+    @property
+    def pause(self) -> str:
+        """String with a time to live: while it exists, every worker holds its model requests
+        (a shared back-off after a 429 or an overload)."""
+        return self._key("pause")
+
     def memos(self, agent: str) -> str:
         """Hash idempotency key -> memoised tool outcome, one per agent."""
         return self._key(f"fx:{agent}")

@@ -70,7 +70,7 @@ class Connection:
         self._client = client
         self._scripts = {
             name: glide.Script(getattr(_scripts, name))
-            for name in ("ADMIT", "LOAD", "COMMIT", "RENEW", "RECLAIM", "CLEANUP")
+            for name in ("ADMIT", "LOAD", "COMMIT", "RENEW", "RECLAIM", "CLEANUP", "PAUSE")
         }
 
     async def command(self, *args: str | int | bytes) -> Any:

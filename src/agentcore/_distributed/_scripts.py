@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["ADMIT", "CLEANUP", "COMMIT", "LOAD", "RECLAIM", "RENEW"]
+__all__ = ["ADMIT", "CLEANUP", "COMMIT", "LOAD", "PAUSE", "RECLAIM", "RENEW"]
 
 ADMIT: Final = """
 -- KEYS: version, inputs, steps, meta
@@ -136,3 +136,13 @@ end
 return #ARGV / 2
 """
 """Forget finished agents once their results are durable in the output file."""
+
+PAUSE: Final = """
+-- KEYS: pause; ARGV: milliseconds
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[1]) then
+  redis.call('SET', KEYS[1], '1', 'PX', ARGV[1])
+  return 1
+end
+return 0
+"""
+"""Publish a pause for every worker of the batch, unless a longer one is already set."""

@@ -46,7 +46,7 @@ import os
 import secrets
 import socket
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import attrs
@@ -54,7 +54,9 @@ import orjson
 import trio
 
 from .._codec import Backend
-from .._driver import Driver, open_driver
+
+# The one private import of the driver: the model client it would build, to wrap it.
+from .._driver import Driver, _open_client, open_driver
 from .._errors import ConfigError
 from .._events import (
     Abort,
@@ -67,11 +69,13 @@ from .._events import (
     ToolFailed,
     ToolReturned,
 )
+from .._http import Timeouts
 from .._loop import AgentLoop, LoopSnapshot, RunState
 from .._model_client import ModelClient
 from .._serde import dumps, loads
 from .._task import RenderError, Task, compile_job
 from ._address import GROUP, QueueAddress
+from ._backoff import SharedBackoff
 from ._connection import Connection, is_server_error, open_connection
 from ._records import decode_memo, encode_memo, end_record, failed_record, task_fingerprint
 
@@ -449,6 +453,10 @@ def _pairs(flat: list[Any]) -> list[tuple[Any, Any]]:
     return list(zip(flat[::2], flat[1::2], strict=False))
 
 
+_DRIVER_ONLY = ("slot_policy", "adaptive", "retry", "seed")
+_CLIENT_ARGS = ("stream", "timeouts", "transport", "api_key")
+
+
 @asynccontextmanager
 async def _worker_driver(  # noqa: PLR0917 - private, one caller
     task: Task,
@@ -457,15 +465,46 @@ async def _worker_driver(  # noqa: PLR0917 - private, one caller
     model: str,
     max_inflight: int,
     options: dict[str, Any],
+    backoff: tuple[Connection, str] | None,
 ) -> AsyncIterator[Driver]:
+    """The worker's driver; unless ``driver`` is given or ``backoff`` is None, its model
+    client is wrapped in a :class:`SharedBackoff` on the batch's pause key."""
     if driver is not None:
         yield driver
         return
     if backend is None:
         raise ConfigError("a backend is needed: pass backend= (a URL such as 'sim://') or driver=")
-    async with open_driver(
-        backend, model=model, max_inflight=max_inflight, tools=task.tools, **options
-    ) as opened:
+    async with AsyncExitStack() as stack:
+        client: str | Backend | ModelClient = backend
+        driver_options = dict(options)
+        if backoff is not None:
+            inner: ModelClient
+            if isinstance(backend, str | Backend):
+                client_args = {
+                    k: driver_options.pop(k) for k in _CLIENT_ARGS if k in driver_options
+                }
+                backend_options = {
+                    k: driver_options.pop(k) for k in list(driver_options) if k not in _DRIVER_ONLY
+                }
+                inner = await _open_client(
+                    stack,
+                    backend,
+                    model=model,
+                    max_inflight=max_inflight,
+                    stream=client_args.get("stream"),
+                    timeouts=client_args.get("timeouts", Timeouts()),
+                    transport=client_args.get("transport"),
+                    api_key=client_args.get("api_key"),
+                    options=backend_options,
+                )
+            else:
+                inner = backend
+            client = SharedBackoff(inner, *backoff)
+        opened = await stack.enter_async_context(
+            open_driver(
+                client, model=model, max_inflight=max_inflight, tools=task.tools, **driver_options
+            )
+        )
         yield opened
 
 
@@ -485,6 +524,7 @@ async def run_worker(
     audit: bool = False,
     compare: bool = True,
     heartbeat: bool = True,
+    shared_backoff: bool = True,
     task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED,
     **driver_options: Any,
 ) -> WorkerStatistics:
@@ -507,6 +547,9 @@ async def run_worker(
         block_ms: how long one blocking read waits (and how long shutdown may take to notice).
         exit_when_done: return once the submitter has marked the batch finished.
         audit: count commits per (agent, step) in the batch's ``audit`` hash (tests).
+        shared_backoff: when the backend answers 429 or "overloaded", pause every worker of
+            the batch for its ``retry-after`` (a key on the server), not only this one. Not
+            applied to a ``driver`` passed in.
         compare, heartbeat: turn the compare-and-set or the heartbeat off. Only for the
             chaos suite's negative controls, which show that either breaks exactly-once.
         task_status: for ``nursery.start``: started once connected and checked.
@@ -526,7 +569,15 @@ async def run_worker(
     async with (
         open_connection(address, name="agentcore-worker") as conn,
         open_connection(address, name="agentcore-reader", timeout_ms=block_ms + 5000) as reader,
-        _worker_driver(task, driver, backend, model, max_inflight, driver_options) as opened,
+        _worker_driver(
+            task,
+            driver,
+            backend,
+            model,
+            max_inflight,
+            driver_options,
+            (conn, address.keys.pause) if shared_backoff else None,
+        ) as opened,
     ):
         await ensure_batch(conn, address, task)
         worker = _Worker(

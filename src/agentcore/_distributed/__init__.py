@@ -13,6 +13,9 @@ Map of this folder
   per entry on the worker's own driver, commits it; heartbeats, reclaimer, consumer cleanup.
 - ``_submitter.py``: :func:`submit_batch`: admits inputs through a bounded window and
   streams finished results to a JSONL file exactly once, resumably.
+- ``_backoff.py``: ``SharedBackoff``: the model-client wrapper that makes every worker of a
+  batch pause when one of them is told to slow down (429, overloaded).
+- ``_commands.py``: ``agentcore worker`` and ``agentcore run --queue`` (called by ``_cli``).
 
 See ``docs/distributed.md`` for the protocol and how to operate it.
 """

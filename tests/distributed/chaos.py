@@ -8,7 +8,9 @@ final answer is known) work on one batch; this process submits it and collects t
 A fault schedule drawn from ``--seed`` (printed, so a run can be replayed) is applied at even
 steps of progress (results written): ``kill`` SIGKILLs a worker and starts a replacement,
 ``zombie`` SIGSTOPs one for longer than its lease and SIGCONTs it later, ``server`` SIGKILLs
-the redis-server and restarts it from its AOF on the same port.
+the redis-server and restarts it from its AOF on the same port, ``cut`` closes every worker
+connection at a TCP proxy (``proxy.py``) and ``delay`` slows it (200 ms per chunk for 2 s);
+with ``--cuts``, ``--delays`` or ``--proxy`` the workers reach the server through the proxy.
 
 Checked at the end, and reported: every agent has exactly one line with its expected answer
 (lost, wrong, duplicate lines); exactly one commit per (agent, step) (duplicate and missing
@@ -41,6 +43,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from agents import CountingModel, expected_total, make_task  # noqa: E402
+from proxy import ChaosProxy  # noqa: E402
 from redis_server import RedisServer, start_server  # noqa: E402
 
 import agentcore  # noqa: E402
@@ -48,9 +51,12 @@ from agentcore._distributed._address import QueueAddress  # noqa: E402
 from agentcore._distributed._connection import open_connection  # noqa: E402
 
 
-def fault_schedule(seed: int, kills: int, zombies: int, servers: int) -> list[str]:
+def fault_schedule(  # noqa: PLR0917
+    seed: int, kills: int, zombies: int, servers: int, cuts: int = 0, delays: int = 0
+) -> list[str]:
     """The order of the faults, drawn from the seed."""
     faults = ["kill"] * kills + ["zombie"] * zombies + ["server"] * servers
+    faults += ["cut"] * cuts + ["delay"] * delays
     random.Random(seed).shuffle(faults)
     return faults
 
@@ -184,12 +190,23 @@ async def _baseline(args: argparse.Namespace) -> float:
 
 
 async def chaos(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+    async with trio.open_nursery() as proxy_nursery:
+        report = await _chaos(args, folder, proxy_nursery)
+        proxy_nursery.cancel_scope.cancel()
+    return report
+
+
+async def _chaos(
+    args: argparse.Namespace, folder: Path, proxy_nursery: trio.Nursery
+) -> dict[str, Any]:
     server: RedisServer = start_server(folder / "redis", fsync=args.fsync)
     log = folder / "log"
     log.mkdir()
     url = server.url(f"chaos{args.seed}")
     address = QueueAddress.parse(url)
-    faults = fault_schedule(args.seed, args.kills, args.zombies, args.server_kills)
+    faults = fault_schedule(
+        args.seed, args.kills, args.zombies, args.server_kills, args.cuts, args.delays
+    )
     print(f"seed {args.seed}; fault schedule: {' '.join(faults) or 'none'}", flush=True)
     options = [
         "--turns", str(args.turns), "--latency", str(args.latency), "--lease", str(args.lease),
@@ -202,7 +219,12 @@ async def chaos(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     if args.no_audit:
         options.append("--no-audit")
     rng = random.Random(args.seed + 1)
-    workers = Workers(url, args.workers, options, log)
+    proxy = ChaosProxy(server.port)
+    worker_url = url
+    if args.proxy or args.cuts or args.delays:
+        proxy_port = await proxy_nursery.start(proxy.serve)
+        worker_url = f"redis://127.0.0.1:{proxy_port}/{address.batch}"
+    workers = Workers(worker_url, args.workers, options, log)
     out = folder / "out.jsonl"
     written = [0]
     applied: Counter[str] = Counter()
@@ -226,6 +248,13 @@ async def chaos(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             workers.replace_crashed(finished=False)
             await trio.sleep(0.2)
 
+    async def slow_network() -> None:
+        proxy.delay = 0.2
+        try:
+            await trio.sleep(2.0)
+        finally:
+            proxy.delay = 0.0
+
     async def injector(nursery: trio.Nursery) -> None:
         for number, fault in enumerate(faults, start=1):
             # Spread over the first 80 % of the results (the last ones come in a burst).
@@ -238,6 +267,10 @@ async def chaos(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
                 workers.kill(slot)
             elif fault == "zombie" and len(thawed) > 1:
                 nursery.start_soon(zombie, slot)
+            elif fault == "cut":
+                proxy.cut()
+            elif fault == "delay":
+                nursery.start_soon(slow_network)
             elif fault == "server":
                 server.kill()
                 await trio.sleep(0.5)
@@ -325,6 +358,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--zombies", type=int, default=3)
     parser.add_argument("--server-kills", type=int, default=1)
+    parser.add_argument("--cuts", type=int, default=0, help="cut every worker connection")
+    parser.add_argument("--delays", type=int, default=0, help="200 ms per chunk for 2 s")
+    parser.add_argument("--proxy", action="store_true", help="workers through the proxy")
     parser.add_argument("--fsync", choices=["always", "everysec"], default="always")
     parser.add_argument("--seed", type=int, default=int(time.time()) % 100000)
     parser.add_argument("--timeout", type=float, default=3600)

@@ -44,3 +44,17 @@ def test_negative_control_without_the_compare_commits_steps_twice():
     )  # fmt: skip
     assert code == 1, output
     assert report["duplicate_commits"] > 0, output
+
+
+def test_cut_and_slowed_connections_lose_and_duplicate_nothing():
+    """Workers talk to the server through a proxy that cuts every connection and delays
+    traffic: replies lost in flight (a commit applied whose answer never came, an entry
+    delivered to a read that was cut) must neither lose nor repeat a step."""
+    code, report, output = _chaos(
+        "--agents", "600", "--workers", "3", "--kills", "0", "--zombies", "0",
+        "--server-kills", "0", "--cuts", "4", "--delays", "2", "--lease", "1",
+        "--seed", "13", "--timeout", "240",
+    )  # fmt: skip
+    assert code == 0, output
+    assert report["faults_applied"].get("cut", 0) >= 2, output
+    assert report["lost"] == report["wrong"] == report["duplicate_commits"] == 0

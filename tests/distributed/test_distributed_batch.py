@@ -139,3 +139,20 @@ def test_queue_urls_are_checked():
     for bad in ("http://h/b", "redis://h:1/", "redis://h:1/a b", "redis://h:x/b"):
         with pytest.raises(ConfigError):
             QueueAddress.parse(bad)
+
+
+async def test_a_finished_batch_refuses_another_output_file(redis_server, tmp_path):
+    url = redis_server.url("reuse")
+    inputs = [{"n": i} for i in range(5)]
+    await _run_batch(url, inputs, tmp_path / "first.jsonl")
+    with pytest.raises(ConfigError, match="finished"):
+        await agentcore.submit_batch(url, TASK, inputs, tmp_path / "second.jsonl")
+
+
+def test_bad_worker_arguments_exit_with_status_2(tmp_path, capsys):
+    from agentcore._cli import main
+
+    task = tmp_path / "task.toml"
+    task.write_text('prompt = "Add up the values of agent {n}."\n')
+    assert main(["worker", str(task), "--queue", "http://127.0.0.1:1/b"]) == 2
+    assert "redis://" in capsys.readouterr().err

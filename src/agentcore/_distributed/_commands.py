@@ -12,7 +12,9 @@ import attrs
 import orjson
 import trio
 
+from .._errors import ConfigError
 from .._task import Task
+from ._address import QueueAddress
 from ._submitter import submit_batch
 from ._worker import run_worker
 
@@ -39,7 +41,15 @@ def run_worker_command(
             nursery.start_soon(_stop_on_signal, worker.stop)
         return outcome["stats"]
 
-    stats = trio.run(main)
+    QueueAddress.parse(queue)  # a bad URL is a usage error before anything starts
+    try:
+        stats = trio.run(main)
+    except BaseExceptionGroup as group:
+        # The worker runs in a nursery: give a lone configuration error to the CLI as itself.
+        errors = group.exceptions
+        if len(errors) == 1 and isinstance(errors[0], ConfigError):
+            raise errors[0] from None
+        raise
     if not quiet:
         rows = attrs.asdict(stats)
         width = max(map(len, rows))

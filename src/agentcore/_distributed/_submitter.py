@@ -184,7 +184,8 @@ async def submit_batch(
 
     Raises:
         ConfigError: bad arguments, valkey-glide missing, server unreachable, the batch was
-            submitted with another task or another number of inputs.
+            submitted with another task or another number of inputs, or it is finished and
+            ``output`` lacks its results.
     """
     address = queue if isinstance(queue, QueueAddress) else QueueAddress.parse(queue)
     if window < 1:
@@ -204,6 +205,11 @@ async def submit_batch(
         if stored != total:
             raise ConfigError(
                 f"batch {address.batch!r} has {stored} inputs, this submission {total}"
+            )
+        if await conn.command("HGET", keys.meta, "finished") and len(done) < total:
+            raise ConfigError(
+                f"batch {address.batch!r} is finished and its results were written elsewhere "
+                f"({len(done)} of {total} are in {path}): submit to a new batch name"
             )
         with path.open("ab") as out:
             submitter = _Submitter(address, inputs, out, done, window, on_result)

@@ -8,9 +8,9 @@ its client, so callers open one client for blocking reads and another for everyt
 from __future__ import annotations
 
 import importlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import trio
 
@@ -18,7 +18,9 @@ from .._errors import ConfigError
 from . import _scripts
 from ._address import QueueAddress
 
-__all__ = ["Connection", "ServerError", "is_server_error", "open_connection"]
+T = TypeVar("T")
+
+__all__ = ["Connection", "ServerError", "is_server_error", "open_connection", "retrying"]
 
 _MISSING = "distributed batches need the valkey-glide client: pip install 'agentcore[distributed]'"
 
@@ -50,6 +52,21 @@ def is_server_error(exc: BaseException) -> bool:
         text = str(exc).lower()
         return any(word in text for word in _TRANSIENT)
     return isinstance(exc, ServerError)
+
+
+async def retrying(
+    fn: Callable[[], Awaitable[T]], *, for_seconds: float = 30.0, pause: float = 0.25
+) -> T:
+    """``await fn()``, again after a pause while it fails transiently (a server restarting),
+    for up to ``for_seconds``; then the last error propagates."""
+    deadline = trio.current_time() + for_seconds
+    while True:
+        try:
+            return await fn()
+        except Exception as exc:
+            if not is_server_error(exc) or trio.current_time() >= deadline:
+                raise
+        await trio.sleep(pause)
 
 
 def _text(value: Any) -> Any:

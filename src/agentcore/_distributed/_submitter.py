@@ -36,7 +36,7 @@ import trio
 from .._errors import ConfigError
 from .._task import Task
 from ._address import QueueAddress
-from ._connection import Connection, is_server_error, open_connection
+from ._connection import Connection, is_server_error, open_connection, retrying
 from ._worker import ensure_batch, stream_entries
 
 __all__ = ["SubmitReport", "finished_indices", "submit_batch"]
@@ -199,14 +199,15 @@ async def submit_batch(
         open_connection(address, name="agentcore-submitter") as conn,
         open_connection(address, name="agentcore-collector", timeout_ms=block_ms + 5000) as reader,
     ):
-        await ensure_batch(conn, address, task)
-        await conn.command("HSETNX", keys.meta, "total", total)
-        stored = int(await conn.command("HGET", keys.meta, "total"))
+        await retrying(lambda: ensure_batch(conn, address, task))
+        await retrying(lambda: conn.command("HSETNX", keys.meta, "total", total))
+        stored = int(await retrying(lambda: conn.command("HGET", keys.meta, "total")))
         if stored != total:
             raise ConfigError(
                 f"batch {address.batch!r} has {stored} inputs, this submission {total}"
             )
-        if await conn.command("HGET", keys.meta, "finished") and len(done) < total:
+        finished = await retrying(lambda: conn.command("HGET", keys.meta, "finished"))
+        if finished and len(done) < total:
             raise ConfigError(
                 f"batch {address.batch!r} is finished and its results were written elsewhere "
                 f"({len(done)} of {total} are in {path}): submit to a new batch name"
@@ -221,5 +222,5 @@ async def submit_batch(
                     if not is_server_error(exc):
                         raise
                     await trio.sleep(0.2)
-        await conn.command("HSET", keys.meta, "finished", 1)
+        await retrying(lambda: conn.command("HSET", keys.meta, "finished", 1))
     return SubmitReport(total, already, submitter.written, submitter.ok)

@@ -76,7 +76,7 @@ from .._serde import dumps, loads
 from .._task import RenderError, Task, compile_job
 from ._address import GROUP, QueueAddress
 from ._backoff import SharedBackoff
-from ._connection import Connection, is_server_error, open_connection
+from ._connection import Connection, is_server_error, open_connection, retrying
 from ._records import decode_memo, encode_memo, end_record, failed_record, task_fingerprint
 
 __all__ = ["WorkerStatistics", "ensure_batch", "run_worker", "stream_entries"]
@@ -579,7 +579,7 @@ async def run_worker(
             (conn, address.keys.pause) if shared_backoff else None,
         ) as opened,
     ):
-        await ensure_batch(conn, address, task)
+        await retrying(lambda: ensure_batch(conn, address, task))
         worker = _Worker(
             address,
             task,

@@ -77,3 +77,19 @@ test-llamacpp: venv llamacpp
 ## Research-summary benchmark on llama-server (N=32 and 128, medians of 3; several minutes).
 bench-llamacpp: venv llamacpp
 	$(BIN)/python bench/bench_llamacpp.py
+
+# ---- distributed batches on Redis/Valkey Streams (tools/redis, docs/distributed.md) ----
+.PHONY: redis test-distributed chaos
+
+## Install redis-server (Debian apt) unless a redis-server or valkey-server is on PATH.
+redis:
+	bash tools/redis/install.sh
+
+## The distributed tier: workers, submitter, SIGKILLed workers and a short chaos run, each
+## against a real redis-server started on 127.0.0.1 by the tests (AOF on).
+test-distributed: venv redis
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m distributed tests/distributed
+
+## A longer chaos run (W worker processes, kills, zombies, server restarts; seed printed).
+chaos: venv redis
+	$(BIN)/python tests/distributed/chaos.py --agents 5000 --workers 4 --duration-kills 20

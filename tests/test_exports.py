@@ -47,6 +47,8 @@ NAMESPACES = {
         "BackendUnavailable",
         # seeing what a batch did
         "render_timeline",
+        # distributed batches
+        "QueueAddress", "SubmitReport", "WorkerStatistics", "run_worker", "submit_batch",
     },
     "agentcore.core": {
         "AgentLoop", "LoopConfig", "LoopSnapshot", "LoopStatistics", "RunState",

@@ -115,9 +115,22 @@ if TYPE_CHECKING:
     # seeing what a batch did (docs/observability.md)
     from ._observe.render import render_timeline as render_timeline
 
+    # distributed batches on Valkey/Redis Streams (docs/distributed.md)
+    from ._distributed import QueueAddress as QueueAddress
+    from ._distributed import SubmitReport as SubmitReport
+    from ._distributed import WorkerStatistics as WorkerStatistics
+    from ._distributed import run_worker as run_worker
+    from ._distributed import submit_batch as submit_batch
+
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
+    # distributed batches
+    "QueueAddress": "_distributed",
+    "SubmitReport": "_distributed",
+    "WorkerStatistics": "_distributed",
+    "run_worker": "_distributed",
+    "submit_batch": "_distributed",
     # errors
     "AgentcoreError": "_core.errors",
     "ConfigError": "_core.errors",
@@ -197,8 +210,8 @@ _SUBMODULES = frozenset({"core", "sim", "testing", "wire"})
 
 __all__ = [
     "AbortKind",
-    "Agent",
     "AbortReason",
+    "Agent",
     "AgentcoreError",
     "BackendUnavailable",
     "BatchStream",
@@ -216,29 +229,31 @@ __all__ = [
     "GenerationStream",
     "InternalError",
     "MapReduceResult",
-    "ModelDelta",
     "McpServer",
     "McpToolError",
+    "ModelDelta",
     "ModelError",
     "ModelParams",
     "ModelReplied",
+    "QueueAddress",
+    "RateLimiterStatistics",
     "RenderError",
     "RequestFailed",
     "RequestStarted",
     "RequestStats",
     "Result",
     "ResultStream",
-    "RateLimiterStatistics",
     "RetryPolicy",
     "RetryScheduled",
     "RunAborted",
-    "RunFinished",
     "RunContext",
+    "RunFinished",
     "RunTimings",
     "SlotStatistics",
     "StepEvent",
     "StepSink",
     "StepStream",
+    "SubmitReport",
     "Summary",
     "Task",
     "TaskFileError",
@@ -252,6 +267,7 @@ __all__ = [
     "Usage",
     "UsageLimits",
     "WarmUpReport",
+    "WorkerStatistics",
     "load_task",
     "map_reduce",
     "open_batch",
@@ -259,6 +275,8 @@ __all__ = [
     "open_mcp_tools",
     "render_timeline",
     "run_batch",
+    "run_worker",
+    "submit_batch",
     "tool",
     "warm_prefix",
 ]

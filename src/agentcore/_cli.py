@@ -1,4 +1,4 @@
-"""The ``agentcore`` command line: ``run``, ``demo`` and ``sim``.
+"""The ``agentcore`` command line: ``run``, ``worker``, ``demo`` and ``sim``.
 
 Exit codes (also in ``agentcore --help``):
 
@@ -27,6 +27,7 @@ from ._batch import BATCH_SLOT_POLICY, _as_json_value, new_batch_id, open_batch
 from ._cli_output import ResultsFile, check_output_path, interrupted, split_resumed
 from ._core.errors import ConfigError
 from ._demo import demo_inputs, demo_task
+from ._distributed.commands import run_submitter, run_worker_command
 from ._observe.render import render_timeline
 from ._open import open_driver
 from ._results import Result
@@ -343,6 +344,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"{out_path} exists: pass --resume to continue it or --force to overwrite it"
         )
+    if args.queue:
+        return _run_queued(args, task, inputs, out_path)
     done: set[int] = set()
     if args.resume:
         done, strays = split_resumed(finished_indices(out_path), len(inputs))
@@ -377,6 +380,39 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(summary_table(stats, results), file=sys.stderr)
     return EXIT_OK if all(r.status == "ok" for r in results) else EXIT_FAILED
+
+
+def _run_queued(args: argparse.Namespace, task: Task, inputs: list[Any], out_path: Path) -> int:
+    # Distributed: the output file is the batch's durable record; see docs/distributed.md.
+    if args.force and out_path.exists() and out_path.stat().st_size:
+        raise ConfigError("--force cannot be used with --queue: submit to a new batch name")
+    summary, all_ok = run_submitter(
+        task,
+        inputs,
+        out_path,
+        args.queue,
+        window=args.window,
+        progress=sys.stderr.isatty() and not args.quiet,
+    )
+    if not args.quiet:
+        print(summary, file=sys.stderr)
+    return EXIT_OK if all_ok else EXIT_FAILED
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    options = {
+        "backend": args.backend,
+        "model": args.model,
+        "max_inflight": args.max_inflight,
+        "concurrency": args.concurrency,
+        "lease": args.lease,
+        "max_deliveries": args.max_deliveries,
+        "exit_when_done": args.exit_when_done,
+        **_driver_options(args),
+    }
+    return run_worker_command(
+        load_task(args.task), args.queue, quiet=args.quiet, worker_options=options
+    )
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -526,7 +562,41 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--trace", help="write the batch's timeline (Chrome trace JSON) to this file as it runs"
     )
+    run.add_argument(
+        "--queue",
+        help="submit to a distributed batch (redis://HOST:PORT/BATCH) run by `agentcore worker`",
+    )
+    run.add_argument(
+        "--window", type=int, default=1000, help="with --queue: agents live at once (1000)"
+    )
     run.set_defaults(handler=_cmd_run)
+
+    worker = sub.add_parser(
+        "worker",
+        help="run the steps of a distributed batch (see docs/distributed.md)",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    worker.add_argument("task", help="the batch's task file (TOML)")
+    worker.add_argument("--queue", required=True, help="redis://HOST:PORT/BATCH")
+    worker.add_argument("--backend", default="sim://", help="backend URL (default: sim://)")
+    worker.add_argument("--model", default="sim", help="model name sent to the backend")
+    worker.add_argument("--max-inflight", type=int, default=32, help="inference slots")
+    worker.add_argument("--concurrency", type=int, help="steps at once (2 x max-inflight)")
+    worker.add_argument("--lease", type=float, default=30.0, help="lease in seconds (30)")
+    worker.add_argument("--max-deliveries", type=int, default=5, help="before dead-letter (5)")
+    worker.add_argument(
+        "--exit-when-done", action="store_true", help="exit once the batch is finished"
+    )
+    worker.add_argument("--api-key-env", help="environment variable holding the API key")
+    worker.add_argument(
+        "--stream",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="stream replies (default: the backend's default)",
+    )
+    worker.add_argument("-q", "--quiet", action="store_true", help="no statistics at exit")
+    worker.set_defaults(handler=_cmd_worker)
 
     demo = sub.add_parser("demo", help="run a demo batch on the embedded simulated backend")
     demo.add_argument("--agents", type=int, default=200, help="number of agents (200)")

@@ -11,14 +11,7 @@ from typing import Any
 import pytest
 import trio
 
-from agentcore import (
-    ConfigError,
-    McpServer,
-    Task,
-    open_driver,
-    open_mcp_tools,
-    run_batch,
-)
+from agentcore import ConfigError, McpServer, Task, open_driver, open_mcp_tools, run_batch
 from agentcore.core import AssistantMessage, CallModel, ToolCall, ToolMessage
 from agentcore.testing import ScriptedModel
 from tests.mcp.helpers import alive, http_server, stdio_server

@@ -1,0 +1,95 @@
+"""A shared back-off: when any worker's backend says "slow down", every worker waits.
+
+Theory of operation
+-------------------
+:class:`SharedBackoff` wraps the worker's model client (the driver's retries and slots stay
+as they are, around it). An attempt that fails with ``RATE_LIMITED`` or ``OVERLOADED``
+publishes a pause on the batch's ``pause`` key: ``scripts.PAUSE`` sets it with a time to
+live of the server's ``retry-after`` (or ``default_pause``), but only when that outlasts the
+pause already there. Before each attempt, a worker looks at the key's remaining time (at
+most every ``check_every`` seconds, otherwise it uses what it saw last) and sleeps it out,
+plus up to 10 % jitter so the workers do not all resume in the same instant. The server's
+clock measures the pause, so the workers' clocks need not agree.
+
+The back-off is best effort: when the server cannot be reached, attempts go ahead and the
+driver's own back-off still applies.
+"""
+
+from __future__ import annotations
+
+import random
+
+import trio
+
+from .._core.events import CallModel, ErrorKind, ModelFailed
+from .._model_client import Exchange, ModelClient
+from .connection import Connection, is_server_error
+
+__all__ = ["SharedBackoff"]
+
+_SLOW_DOWN = frozenset({ErrorKind.RATE_LIMITED, ErrorKind.OVERLOADED})
+
+
+class SharedBackoff:
+    """A model client that backs off together with every other worker of the batch."""
+
+    def __init__(
+        self,
+        inner: ModelClient,
+        conn: Connection,
+        key: str,
+        *,
+        default_pause: float = 1.0,
+        check_every: float = 0.1,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._inner = inner
+        self._conn = conn
+        self._key = key
+        self._default_pause = default_pause
+        self._check_every = check_every
+        self._random = (rng or random.Random()).random
+        self._checked_at = -float("inf")
+        self._until = -float("inf")
+        self.pauses_published = 0
+        self.waits = 0
+
+    async def exchange(self, call: CallModel) -> Exchange:
+        """Wait out a published pause, make the attempt, publish a pause if told to slow down."""
+        await self._wait()
+        exchange = await self._inner.exchange(call)
+        event = exchange.event
+        if isinstance(event, ModelFailed) and event.error.kind in _SLOW_DOWN:
+            pause = event.error.retry_after or self._default_pause
+            await self._publish(pause)
+        return exchange
+
+    async def _wait(self) -> None:
+        now = trio.current_time()
+        if now - self._checked_at >= self._check_every:
+            self._checked_at = now
+            try:
+                remaining_ms = int(await self._conn.command("PTTL", self._key))
+            except Exception as exc:
+                if not is_server_error(exc):
+                    raise
+                remaining_ms = -1
+            self._until = now + remaining_ms / 1000 if remaining_ms > 0 else -float("inf")
+        if self._until > now:
+            self.waits += 1
+            pause = self._until - now
+            await trio.sleep(pause * (1 + 0.1 * self._random()))
+
+    async def _publish(self, pause: float) -> None:
+        try:
+            await self._conn.script("PAUSE", [self._key], [str(max(1, int(pause * 1000)))])
+        except Exception as exc:
+            if not is_server_error(exc):
+                raise
+            return
+        self.pauses_published += 1
+        self._checked_at = -float("inf")  # see the new pause at the next attempt
+
+    async def aclose(self) -> None:
+        """Close the wrapped client."""
+        await self._inner.aclose()

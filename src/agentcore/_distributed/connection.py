@@ -1,0 +1,147 @@
+"""The Redis/Valkey client: ``valkey-glide``, imported lazily, behind a few typed helpers.
+
+GLIDE multiplexes one connection per server: a blocking read holds up every other command on
+its client, so callers open one client for blocking reads and another for everything else
+(see ``/docs/distributed.md``). Every reply is normalised to ``str``/``int``/lists here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import trio
+
+from .._core.errors import ConfigError
+from . import scripts
+from .address import QueueAddress
+
+T = TypeVar("T")
+
+__all__ = ["Connection", "ServerError", "is_server_error", "open_connection", "retrying"]
+
+_MISSING = "distributed batches need the valkey-glide client: pip install 'agentcore[distributed]'"
+
+
+class ServerError(Exception):
+    """A command failed at the server or on the way (connection lost, timeout)."""
+
+
+def _glide() -> Any:
+    try:
+        return importlib.import_module("glide")
+    except ImportError:
+        raise ConfigError(_MISSING) from None
+
+
+_TRANSIENT = ("loading", "busy", "masterdown", "tryagain", "clusterdown", "connection")
+
+
+def is_server_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a transient failure worth a retry after a pause: the connection
+    was lost or timed out, or the server is restarting (``LOADING`` its AOF ...). Errors in
+    commands or scripts are not: they propagate."""
+    if isinstance(exc, BaseExceptionGroup):  # from a nursery of parallel tool calls
+        return all(is_server_error(e) for e in exc.exceptions)
+    glide = _glide()
+    if isinstance(exc, glide.ConnectionError | glide.TimeoutError | glide.ClosingError):
+        return True
+    if isinstance(exc, glide.RequestError):
+        text = str(exc).lower()
+        return any(word in text for word in _TRANSIENT)
+    return isinstance(exc, ServerError)
+
+
+async def retrying(
+    fn: Callable[[], Awaitable[T]], *, for_seconds: float = 30.0, pause: float = 0.25
+) -> T:
+    """``await fn()``, again after a pause while it fails transiently (a server restarting),
+    for up to ``for_seconds``; then the last error propagates."""
+    deadline = trio.current_time() + for_seconds
+    while True:
+        try:
+            return await fn()
+        except Exception as exc:
+            if not is_server_error(exc) or trio.current_time() >= deadline:
+                raise
+        await trio.sleep(pause)
+
+
+def _text(value: Any) -> Any:
+    """Bytes to str, recursively (GLIDE answers bulk strings as bytes)."""
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, list):
+        return [_text(v) for v in value]
+    if isinstance(value, dict):
+        return {_text(k): _text(v) for k, v in value.items()}
+    return value
+
+
+class Connection:
+    """One GLIDE client and the batch's scripts."""
+
+    def __init__(self, client: Any, glide: Any) -> None:
+        self._client = client
+        self._scripts = {
+            name: glide.Script(getattr(scripts, name))
+            for name in ("ADMIT", "LOAD", "COMMIT", "RENEW", "RECLAIM", "CLEANUP", "PAUSE")
+        }
+
+    async def command(self, *args: str | int | bytes) -> Any:
+        """Run one command; the reply with bytes decoded to str."""
+        return _text(await self._client.custom_command([_arg(a) for a in args]))
+
+    async def raw(self, *args: str | int | bytes) -> Any:
+        """Run one command; the reply as GLIDE gives it (bulk strings as bytes)."""
+        return await self._client.custom_command([_arg(a) for a in args])
+
+    async def script(
+        self, name: str, keys: Sequence[str], args: Sequence[str | int | bytes]
+    ) -> Any:
+        """Run one of :mod:`.scripts` by name (``EVALSHA``, loaded again after a restart)."""
+        reply = await self._client.invoke_script(
+            self._scripts[name], keys=list(keys), args=[_arg(a) for a in args]
+        )
+        return _text(reply)
+
+
+def _arg(value: str | int | bytes) -> str | bytes:
+    return str(value) if isinstance(value, int) else value
+
+
+@asynccontextmanager
+async def open_connection(
+    address: QueueAddress,
+    *,
+    name: str = "agentcore",
+    timeout_ms: int = 5000,
+    connect_for: float = 10.0,
+) -> AsyncIterator[Connection]:
+    """Open a client to ``address`` (trying for ``connect_for`` seconds); closed on exit.
+
+    Raises:
+        ConfigError: valkey-glide is not installed, or the server cannot be reached.
+    """
+    glide = _glide()
+    config = glide.GlideClientConfiguration(
+        [glide.NodeAddress(address.host, address.port)],
+        request_timeout=timeout_ms,
+        client_name=name,
+    )
+    # A server restarting (a crash, a failover) refuses connections for a moment: retry.
+    deadline = trio.current_time() + connect_for
+    while True:
+        try:
+            client = await glide.GlideClient.create(config)
+            break
+        except glide.GlideError as exc:
+            if trio.current_time() >= deadline:
+                raise ConfigError(f"cannot connect to {address.url}: {exc}") from None
+            await trio.sleep(0.25)
+    try:
+        yield Connection(client, glide)
+    finally:
+        await client.close()

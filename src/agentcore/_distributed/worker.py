@@ -1,0 +1,601 @@
+"""The worker: runs one step of an agent per stream entry and commits it with a compare-and-set.
+
+Theory of operation
+-------------------
+The step stream holds one entry per runnable step ``(agent, n)``; ``n`` is the agent's step
+number, also stored in the ``version`` hash. A step is one durable half of an agent turn:
+
+- *model step*: the loop (restored from the agent's checkpoint, or compiled from its input at
+  step 0) owes a ``CallModel``; the worker's driver makes it (slots, retries), the reply is fed
+  to the loop, and the new snapshot, with the tool calls the reply asked for still pending, is
+  committed. No tool runs before that commit, so the model is never asked again for a
+  decision already committed;
+- *tool step*: the loop owes ``CallTool`` effects; each is looked up in the agent's memo hash
+  by its idempotency key and run only when absent (the outcome is then memoised with
+  ``HSETNX``). All outcomes are fed and the snapshot awaiting the next model request is
+  committed. A recovered tool step re-runs the same calls with the same keys; the memo makes
+  a tool run again only when a worker died between the tool's return and the memo write.
+
+The commit (``scripts.COMMIT``) advances ``version`` from ``n`` to ``n + 1`` only if it still
+reads ``n``, writes the checkpoint and adds the entry of step ``n + 1`` (or, at the end,
+writes the result record once and announces it on the ``done`` stream), and acknowledges and
+deletes the entry, all atomically. A second execution of the same step (a zombie that woke up
+after its lease, a redelivered entry) fails the compare and only acknowledges: exactly one
+committed transition per (agent, step).
+
+Leases: an entry read through the consumer group stays in the group's pending list, owned by
+this worker's consumer, until the commit acknowledges it. A heartbeat task in the worker's
+nursery renews the entries still being worked on every ``lease / 3`` with an owner-checked
+script, so a frozen process (SIGSTOP, a stalled event loop) stops renewing and loses them; an
+entry found owned by someone else has its step cancelled. Every worker runs a reclaimer that
+takes over entries idle for more than the lease (``XAUTOCLAIM``), dead-letters those
+delivered more than ``max_deliveries`` times (the agent gets a failed result naming why), and
+every few rounds removes consumers idle for ten leases with nothing pending.
+
+The blocking reader has its own client (a blocking read would hold up every other command on
+a shared GLIDE connection) and reads at most as many entries as the worker has free step
+slots. It is never cancelled mid-read: on shutdown it lets its short ``BLOCK`` expire, then
+the steps in progress finish and the worker leaves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import secrets
+import socket
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import attrs
+import orjson
+import trio
+
+from .._codecs.codec import Backend
+from .._codecs.http import Timeouts
+from .._core.errors import ConfigError
+from .._core.events import (
+    Abort,
+    AbortKind,
+    CallModel,
+    CallTool,
+    Effect,
+    Event,
+    Finish,
+    ToolFailed,
+    ToolReturned,
+)
+from .._core.loop import AgentLoop, LoopSnapshot, RunState
+from .._driver import Driver
+from .._model_client import ModelClient
+
+# The one private import of the driver: the model client it would build, to wrap it.
+from .._open import _open_client, open_driver
+from .._serde import dumps, loads
+from .._task import RenderError, Task, compile_job
+from .address import GROUP, QueueAddress
+from .backoff import SharedBackoff
+from .connection import Connection, is_server_error, open_connection, retrying
+from .records import decode_memo, encode_memo, end_record, failed_record, task_fingerprint
+
+__all__ = ["WorkerStatistics", "ensure_batch", "run_worker", "stream_entries"]
+
+
+@attrs.define
+class WorkerStatistics:
+    """What one worker did (also added to the batch's ``stats`` hash as it goes)."""
+
+    steps_committed: int = 0
+    """Steps whose commit won the compare-and-set."""
+    steps_rejected: int = 0
+    """Steps run to the end whose commit lost the compare (another execution committed)."""
+    steps_stale: int = 0
+    """Entries dropped before running: their step was already committed."""
+    steps_abandoned: int = 0
+    """Steps stopped midway: the lease was lost, or the server failed (left for reclaiming)."""
+    reclaimed: int = 0
+    """Entries taken over from other (dead or frozen) consumers."""
+    model_calls: int = 0
+    tool_executions: int = 0
+    tool_memo_hits: int = 0
+    """Tool calls answered from the memo instead of running the tool."""
+    tool_repeats: int = 0
+    """Tool executions whose memo was already written: the tool ran twice for one key."""
+    server_errors: int = 0
+    """Commands that failed (connection lost, timeout) and were retried or abandoned."""
+    consumers_removed: int = 0
+
+
+def _consumer_name() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+async def ensure_batch(conn: Connection, address: QueueAddress, task: Task) -> None:
+    """Create the step stream's group and record the task fingerprint, or check it.
+
+    Raises:
+        ConfigError: the batch was created with a different task.
+    """
+    keys = address.keys
+    try:
+        await conn.command("XGROUP", "CREATE", keys.steps, GROUP, "0", "MKSTREAM")
+    except Exception as exc:
+        if "BUSYGROUP" not in str(exc):
+            raise
+    fingerprint = task_fingerprint(task)
+    await conn.command("HSETNX", keys.meta, "task", fingerprint)
+    stored = await conn.command("HGET", keys.meta, "task")
+    if stored != fingerprint:
+        raise ConfigError(
+            f"batch {address.batch!r} was submitted with another task (fingerprint {stored}, "
+            f"this one is {fingerprint}): start the worker with the batch's task file"
+        )
+
+
+def stream_entries(reply: Any) -> list[tuple[str, list[Any]]]:
+    """``(entry id, flat field list)`` of an ``XREAD``/``XREADGROUP`` reply, whatever its
+    shape (GLIDE gives RESP3 maps of id -> field pairs; RESP2 gives nested lists). Entries
+    deleted while pending (no fields) are left out."""
+    if not reply:
+        return []
+    streams = reply.values() if isinstance(reply, dict) else [s[1] for s in reply]
+    found: list[tuple[str, list[Any]]] = []
+    for entries in streams:
+        items = entries.items() if isinstance(entries, dict) else entries
+        for entry_id, fields in items:
+            if not fields:
+                continue
+            flat: list[Any] = []
+            for part in fields:
+                flat.extend(part if isinstance(part, list) else [part])
+            found.append((entry_id, flat))
+    return found
+
+
+def _entries(reply: Any) -> list[tuple[str, str, int]]:
+    """``(entry id, agent, step)`` of an ``XREADGROUP`` reply on the step stream."""
+    return [(entry_id, fields[1], int(fields[3])) for entry_id, fields in stream_entries(reply)]
+
+
+class _Worker:
+    def __init__(
+        self,
+        address: QueueAddress,
+        task: Task,
+        driver: Driver,
+        conn: Connection,
+        reader: Connection,
+        *,
+        concurrency: int,
+        lease: float,
+        max_deliveries: int,
+        block_ms: int,
+        exit_when_done: bool,
+        audit: bool,
+        compare: bool,
+        heartbeat: bool,
+    ) -> None:
+        self.address = address
+        self.keys = address.keys
+        self.task = task
+        self.driver = driver
+        self.conn = conn
+        self.reader = reader
+        self.concurrency = concurrency
+        self.lease = lease
+        self.max_deliveries = max_deliveries
+        self.block_ms = block_ms
+        self.exit_when_done = exit_when_done
+        self.audit = audit
+        self.compare = compare
+        self.heartbeat = heartbeat
+        self.name = _consumer_name()
+        self.stats = WorkerStatistics()
+        self._flushed = WorkerStatistics()
+        self._inflight: dict[str, trio.CancelScope] = {}
+        self._freed = trio.Event()
+        self._stopping = False
+        self._nursery: trio.Nursery | None = None
+
+    # ------------------------------------------------------------------ main loop
+
+    async def run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            if self.heartbeat:
+                nursery.start_soon(self._heartbeat)
+            nursery.start_soon(self._reclaimer)
+            await self._read()
+            while self._inflight:
+                await self._wait_freed()
+            with contextlib.suppress(Exception):
+                await self._flush_stats()  # best effort: the counters are statistics
+            nursery.cancel_scope.cancel()
+
+    def stop(self) -> None:
+        """Stop reading after the current short ``BLOCK``; finish the steps in progress."""
+        self._stopping = True
+        self._signal_freed()
+
+    async def _wait_freed(self) -> None:
+        await self._freed.wait()
+        self._freed = trio.Event()
+
+    def _signal_freed(self) -> None:
+        self._freed.set()
+
+    async def _read(self) -> None:
+        while not self._stopping:
+            free = self.concurrency - len(self._inflight)
+            if free <= 0:
+                await self._wait_freed()
+                continue
+            try:
+                reply = await self.reader.command(
+                    "XREADGROUP", "GROUP", GROUP, self.name, "COUNT", free,
+                    "BLOCK", self.block_ms, "STREAMS", self.keys.steps, ">",
+                )  # fmt: skip
+            except Exception as exc:
+                if not is_server_error(exc):
+                    raise
+                await self._server_error()
+                continue
+            entries = _entries(reply)
+            for entry_id, agent, step in entries:
+                self._spawn(entry_id, agent, step)
+            if not entries and self.exit_when_done and await self._batch_finished():
+                self._stopping = True
+
+    async def _batch_finished(self) -> bool:
+        try:
+            return bool(await self.conn.command("HGET", self.keys.meta, "finished"))
+        except Exception as exc:
+            if not is_server_error(exc):
+                raise
+            await self._server_error()
+            return False
+
+    async def _server_error(self) -> None:
+        self.stats.server_errors += 1
+        await trio.sleep(0.2)
+
+    def _spawn(self, entry_id: str, agent: str, step: int) -> None:
+        assert self._nursery is not None
+        scope = trio.CancelScope()
+        self._inflight[entry_id] = scope
+        self._nursery.start_soon(self._step, scope, entry_id, agent, step)
+
+    # ------------------------------------------------------------------ one step
+
+    async def _step(self, scope: trio.CancelScope, entry_id: str, agent: str, step: int) -> None:
+        try:
+            with scope:
+                await self._run_step(entry_id, agent, step)
+            if scope.cancelled_caught:
+                self.stats.steps_abandoned += 1
+        except Exception as exc:
+            if not is_server_error(exc):
+                raise
+            # The entry stays pending; the reclaimer of some worker runs it again later.
+            self.stats.steps_abandoned += 1
+            self.stats.server_errors += 1
+        finally:
+            self._inflight.pop(entry_id, None)
+            self._signal_freed()
+
+    async def _run_step(self, entry_id: str, agent: str, step: int) -> None:
+        keys = self.keys
+        version, checkpoint, raw_input = await self.conn.script(
+            "LOAD", [keys.version, keys.checkpoint, keys.inputs], [agent]
+        )
+        if self.compare and (version is None or int(version) != step):
+            await self.conn.command("XACK", keys.steps, GROUP, entry_id)
+            await self.conn.command("XDEL", keys.steps, entry_id)
+            self.stats.steps_stale += 1
+            return
+        index = int(agent)
+        try:
+            value = orjson.loads(raw_input) if raw_input is not None else None
+            fresh = compile_job(self.task, value, run_id=f"{self.address.batch}-{agent}")
+        except (RenderError, orjson.JSONDecodeError) as exc:
+            record = failed_record(index, AbortKind.INVALID_INPUT.value, str(exc))
+            await self._commit(entry_id, agent, step, "end", orjson.dumps(record))
+            return
+        if checkpoint is None:
+            loop = fresh
+        else:
+            loop = AgentLoop.restore(fresh.config, loads(checkpoint, LoopSnapshot))
+        owed = loop.start() if loop.state is RunState.IDLE else loop.outstanding()
+        effects: Sequence[Effect]
+        if len(owed) == 1 and isinstance(owed[0], CallModel):
+            self.stats.model_calls += 1
+            effects = loop.handle(await self.driver.call_model(owed[0]))
+        else:
+            effects = await self._run_tools(
+                loop, agent, [e for e in owed if isinstance(e, CallTool)]
+            )
+        end = next((e for e in effects if isinstance(e, Finish | Abort)), None)
+        if end is None:
+            await self._commit(entry_id, agent, step, "next", dumps(loop.snapshot()))
+        else:
+            record = end_record(index, end, loop.statistics().model_calls)
+            await self._commit(entry_id, agent, step, "end", orjson.dumps(record))
+
+    async def _commit(
+        self, entry_id: str, agent: str, step: int, kind: str, payload: bytes
+    ) -> None:
+        keys = self.keys
+        won = await self.conn.script(
+            "COMMIT",
+            [keys.version, keys.checkpoint, keys.steps, keys.results, keys.done, keys.audit],
+            [
+                agent, str(step), entry_id, kind, payload,
+                "1" if self.compare else "0", "1" if self.audit else "0", GROUP,
+            ],
+        )  # fmt: skip
+        # Committed (or rejected): the entry is gone; the heartbeat must not miss it.
+        self._inflight.pop(entry_id, None)
+        if won:
+            self.stats.steps_committed += 1
+        else:
+            self.stats.steps_rejected += 1
+
+    async def _run_tools(
+        self, loop: AgentLoop, agent: str, calls: list[CallTool]
+    ) -> Sequence[Effect]:
+        if not calls:
+            raise ConfigError(f"agent {agent}: the checkpoint owes no effect")
+        send, receive = trio.open_memory_channel[Event](math.inf)
+        async with trio.open_nursery() as nursery:
+            for call in calls:
+                nursery.start_soon(self._tool, agent, call, send)
+        effects: Sequence[Effect] = ()
+        for _ in calls:
+            effects = loop.handle(receive.receive_nowait())
+        return effects
+
+    async def _tool(self, agent: str, call: CallTool, send: trio.MemorySendChannel[Event]) -> None:
+        memos = self.keys.memos(agent)
+        key = call.idempotency_key
+        memo = await self.conn.raw("HGET", memos, key)
+        event: ToolReturned | ToolFailed
+        if memo is not None:
+            self.stats.tool_memo_hits += 1
+            event = decode_memo(call.call_id, memo)
+        else:
+            event = await self.driver.executor.call(call)
+            self.stats.tool_executions += 1
+            if not await self.conn.command("HSETNX", memos, key, encode_memo(event)):
+                self.stats.tool_repeats += 1
+                stored = await self.conn.raw("HGET", memos, key)
+                if stored is not None:
+                    event = decode_memo(call.call_id, stored)
+        send.send_nowait(event)
+
+    # ------------------------------------------------------------------ leases
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await trio.sleep(self.lease / 3)
+            ids = list(self._inflight)
+            if not ids:
+                continue
+            try:
+                kept = set(
+                    await self.conn.script("RENEW", [self.keys.steps], [GROUP, self.name, *ids])
+                )
+            except Exception as exc:
+                if not is_server_error(exc):
+                    raise
+                self.stats.server_errors += 1
+                continue
+            for entry_id in ids:
+                scope = self._inflight.get(entry_id)
+                if entry_id not in kept and scope is not None:
+                    scope.cancel()  # someone else owns it now: stop working on it
+
+    async def _reclaimer(self) -> None:
+        cursor = "0-0"
+        rounds = 0
+        while True:
+            await trio.sleep(max(0.05, self.lease / 2))
+            rounds += 1
+            try:
+                await self._flush_stats()
+                free = self.concurrency - len(self._inflight)
+                if free > 0 and not self._stopping:
+                    cursor = await self._reclaim(cursor, free)
+                if rounds % 10 == 0:
+                    await self._remove_dead_consumers()
+            except Exception as exc:
+                if not is_server_error(exc):
+                    raise
+                self.stats.server_errors += 1
+
+    async def _reclaim(self, cursor: str, count: int) -> str:
+        keys = self.keys
+        following, entries = await self.conn.script(
+            "RECLAIM",
+            [keys.steps, keys.dead, keys.version, keys.results, keys.done, keys.checkpoint],
+            [
+                GROUP, self.name, str(int(self.lease * 1000)), cursor, str(count),
+                str(self.max_deliveries),
+            ],
+        )  # fmt: skip
+        for entry_id, agent, step, _deliveries in entries:
+            if entry_id in self._inflight:
+                continue  # our own step, whose heartbeat was late: it is still running
+            self.stats.reclaimed += 1
+            self._spawn(entry_id, agent, int(step))
+        return str(following)
+
+    async def _remove_dead_consumers(self) -> None:
+        consumers = await self.conn.command("XINFO", "CONSUMERS", self.keys.steps, GROUP)
+        limit = 10 * self.lease * 1000
+        for consumer in consumers or ():
+            info = consumer if isinstance(consumer, dict) else dict(_pairs(consumer))
+            name = str(info.get("name"))
+            if name != self.name and info.get("pending") == 0 and info.get("idle", 0) > limit:
+                await self.conn.command("XGROUP", "DELCONSUMER", self.keys.steps, GROUP, name)
+                self.stats.consumers_removed += 1
+
+    async def _flush_stats(self) -> None:
+        now = attrs.asdict(self.stats)
+        before = attrs.asdict(self._flushed)
+        for name, value in now.items():
+            if value != before[name]:
+                await self.conn.command("HINCRBY", self.keys.stats, name, value - before[name])
+                setattr(self._flushed, name, value)
+
+
+def _pairs(flat: list[Any]) -> list[tuple[Any, Any]]:
+    return list(zip(flat[::2], flat[1::2], strict=False))
+
+
+_DRIVER_ONLY = ("slot_policy", "adaptive", "retry", "seed")
+_CLIENT_ARGS = ("stream", "timeouts", "transport", "api_key")
+
+
+@asynccontextmanager
+async def _worker_driver(  # noqa: PLR0917 - private, one caller
+    task: Task,
+    driver: Driver | None,
+    backend: str | Backend | ModelClient | None,
+    model: str,
+    max_inflight: int,
+    options: dict[str, Any],
+    backoff: tuple[Connection, str] | None,
+) -> AsyncIterator[Driver]:
+    """The worker's driver; unless ``driver`` is given or ``backoff`` is None, its model
+    client is wrapped in a :class:`SharedBackoff` on the batch's pause key."""
+    if driver is not None:
+        yield driver
+        return
+    if backend is None:
+        raise ConfigError("a backend is needed: pass backend= (a URL such as 'sim://') or driver=")
+    async with AsyncExitStack() as stack:
+        client: str | Backend | ModelClient = backend
+        driver_options = dict(options)
+        if backoff is not None:
+            inner: ModelClient
+            if isinstance(backend, str | Backend):
+                client_args = {
+                    k: driver_options.pop(k) for k in _CLIENT_ARGS if k in driver_options
+                }
+                backend_options = {
+                    k: driver_options.pop(k) for k in list(driver_options) if k not in _DRIVER_ONLY
+                }
+                inner, _ = await _open_client(
+                    stack,
+                    backend,
+                    model=model,
+                    max_inflight=max_inflight,
+                    stream=client_args.get("stream"),
+                    timeouts=client_args.get("timeouts", Timeouts()),
+                    transport=client_args.get("transport"),
+                    api_key=client_args.get("api_key"),
+                    options=backend_options,
+                )
+            else:
+                inner = backend
+            client = SharedBackoff(inner, *backoff)
+        opened = await stack.enter_async_context(
+            open_driver(
+                client, model=model, max_inflight=max_inflight, tools=task.tools, **driver_options
+            )
+        )
+        yield opened
+
+
+async def run_worker(
+    queue: str | QueueAddress,
+    task: Task,
+    *,
+    backend: str | Backend | ModelClient | None = None,
+    model: str = "",
+    max_inflight: int = 32,
+    driver: Driver | None = None,
+    concurrency: int | None = None,
+    lease: float = 30.0,
+    max_deliveries: int = 5,
+    block_ms: int = 500,
+    exit_when_done: bool = False,
+    audit: bool = False,
+    compare: bool = True,
+    heartbeat: bool = True,
+    shared_backoff: bool = True,
+    task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED,
+    **driver_options: Any,
+) -> WorkerStatistics:
+    """Work on a distributed batch: run its agents' steps until stopped.
+
+    ::
+
+        await agentcore.run_worker("redis://127.0.0.1:6379/b1", task, backend="sim://")
+
+    Args:
+        queue: ``redis://host:port/BATCH`` (or a :class:`QueueAddress`).
+        task: the batch's task (workers refuse a batch submitted with a different one).
+        backend, model, max_inflight, driver, **driver_options: the worker's own driver, as
+            for :func:`agentcore.open_driver`.
+        concurrency: steps in progress at once (default ``2 * max_inflight``); the reader
+            never takes more entries than this leaves free.
+        lease: seconds an entry stays with this worker without a heartbeat before any
+            worker may reclaim it. Heartbeats go every ``lease / 3``.
+        max_deliveries: deliveries after which a step is dead-lettered and its agent fails.
+        block_ms: how long one blocking read waits (and how long shutdown may take to notice).
+        exit_when_done: return once the submitter has marked the batch finished.
+        audit: count commits per (agent, step) in the batch's ``audit`` hash (tests).
+        shared_backoff: when the backend answers 429 or "overloaded", pause every worker of
+            the batch for its ``retry-after`` (a key on the server), not only this one. Not
+            applied to a ``driver`` passed in.
+        compare, heartbeat: turn the compare-and-set or the heartbeat off. Only for the
+            chaos suite's negative controls, which show that either breaks exactly-once.
+        task_status: for ``nursery.start``: started once connected and checked.
+
+    Returns:
+        The worker's statistics once it stops (a trio cancellation stops it at once; its
+        entries are then reclaimed after the lease).
+
+    Raises:
+        ConfigError: bad arguments, valkey-glide missing, server unreachable, another task.
+    """
+    address = queue if isinstance(queue, QueueAddress) else QueueAddress.parse(queue)
+    if lease <= 0 or max_deliveries < 1 or block_ms < 1:
+        raise ConfigError("lease must be > 0, max_deliveries >= 1 and block_ms >= 1")
+    if concurrency is not None and concurrency < 1:
+        raise ConfigError("concurrency must be >= 1")
+    async with (
+        open_connection(address, name="agentcore-worker") as conn,
+        open_connection(address, name="agentcore-reader", timeout_ms=block_ms + 5000) as reader,
+        _worker_driver(
+            task,
+            driver,
+            backend,
+            model,
+            max_inflight,
+            driver_options,
+            (conn, address.keys.pause) if shared_backoff else None,
+        ) as opened,
+    ):
+        await retrying(lambda: ensure_batch(conn, address, task))
+        worker = _Worker(
+            address,
+            task,
+            opened,
+            conn,
+            reader,
+            concurrency=concurrency or 2 * max_inflight,
+            lease=lease,
+            max_deliveries=max_deliveries,
+            block_ms=block_ms,
+            exit_when_done=exit_when_done,
+            audit=audit,
+            compare=compare,
+            heartbeat=heartbeat,
+        )
+        task_status.started(worker)
+        await worker.run()
+        return worker.stats

@@ -324,6 +324,9 @@ class LeanTransport:
             then ignored).
         max_reply_bytes: the cap on one response body (see :mod:`agentcore._reply_limit`);
             ``None`` for no cap.
+        reuse_streams: keep a connection for reuse after a streamed response. Off for servers
+            known to close right after every streamed reply (llama-server): their close races
+            the next request, so the connection is closed by us instead.
     """
 
     def __init__(
@@ -334,10 +337,12 @@ class LeanTransport:
         verify: bool = True,
         ssl_context: ssl.SSLContext | None = None,
         max_reply_bytes: int | None = DEFAULT_MAX_REPLY_BYTES,
+        reuse_streams: bool = True,
     ) -> None:
         if max_connections < 1:
             raise ConfigError(f"max_connections must be at least 1, not {max_connections}")
         self._max_reply = check_max_reply_bytes(max_reply_bytes)
+        self._reuse_streams = reuse_streams
         self._origin = origin
         self._prefixes = _origin_prefixes(origin)
         self._host_line = f"\r\nhost: {origin.authority.encode('idna').decode('ascii')}\r\n"
@@ -466,11 +471,12 @@ class LeanTransport:
         if conn.close():
             self._discarded += 1
 
-    def _release(self, conn: _Connection) -> None:
+    def _release(self, conn: _Connection, *, streamed: bool = False) -> None:
         """Keep ``conn`` for reuse after a clean cycle, otherwise close it."""
         state = conn.h11
         if (
-            state.our_state is _DONE
+            (self._reuse_streams or not streamed)
+            and state.our_state is _DONE
             and state.their_state is _DONE
             and not self._closed
             and len(self._idle) < self._max_idle
@@ -548,6 +554,7 @@ class _Exchange:
         "phase",
         "scope",
         "started",
+        "streamed",
         "timeouts",
         "transport",
     )
@@ -564,6 +571,7 @@ class _Exchange:
         self.limit = "total"
         cap = transport._max_reply
         self.left = math.inf if cap is None else cap
+        self.streamed = False
         """Body bytes this exchange may still receive."""
 
     def arm(self, seconds: float | None, limit: str) -> None:
@@ -726,7 +734,7 @@ class _Exchange:
                 pieces.append(data)
             elif type(got) is h11.EndOfMessage:
                 self.conn = None
-                self.transport._release(conn)
+                self.transport._release(conn, streamed=self.streamed)
                 return b"".join(pieces)
             else:
                 raise TransportError(
@@ -754,7 +762,7 @@ class _Exchange:
                         break
                     state.receive_data(data)
                 elif type(got) is h11.EndOfMessage:
-                    self.transport._release(conn)
+                    self.transport._release(conn, streamed=self.streamed)
                     return
                 elif type(got) is not h11.Data:
                     break
@@ -819,6 +827,7 @@ class _LeanStreamContext:
     async def __aenter__(self) -> _LeanResponseStream:
         encoded = self._transport._encode(self._request)
         exchange = _Exchange(self._transport, self._timeouts)
+        exchange.streamed = True
         with exchange.scope:
             try:
                 head = await exchange.start(encoded)

@@ -58,6 +58,9 @@ _SELF_HOSTED_PORTS: Mapping[str, int] = {
     "llamacpp": 8080,
 }
 _DEFAULT_WARM_UP: Mapping[str, WarmUp] = {"llamacpp": "slots"}
+_CLOSES_AFTER_STREAMS = frozenset({"llamacpp"})
+"""Dialects whose servers close the connection after every streamed reply (llama-server,
+while announcing keep-alive): the transport closes it itself instead of racing that close."""
 """Per-dialect warm-up of a self-hosted server when it is not ``request``: llama-server keeps
 a prefix cache per slot, so one warm request fills one slot only (``docs/backends.md``)."""
 _BACKEND_KEYS = frozenset({"stream", "transport"})
@@ -132,7 +135,10 @@ def backend(
     else:
         default = "off"
     return attrs.evolve(
-        configured, max_reply_bytes=max_reply, warm_up=default if warm_up is None else warm_up
+        configured,
+        max_reply_bytes=max_reply,
+        warm_up=default if warm_up is None else warm_up,
+        reuse_streams=configured.name not in _CLOSES_AFTER_STREAMS,
     )
 
 

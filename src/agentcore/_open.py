@@ -79,6 +79,7 @@ async def _open_client(
         kind=kind,
         max_connections=max_inflight,
         max_reply_bytes=configured.max_reply_bytes,
+        reuse_streams=configured.reuse_streams,
     )
     client = HttpModelClient(
         configured.codec,

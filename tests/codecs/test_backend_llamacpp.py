@@ -52,3 +52,13 @@ def test_llamacpp_sends_response_format_only_without_tools() -> None:
     without = CallModel("r/0", (UserMessage("hi"),), (), output=spec)
     assert b"response_format" not in configured.codec.encode(with_tools).body
     assert b"response_format" in configured.codec.encode(without).body
+
+
+def test_llamacpp_connections_are_not_reused_after_streamed_replies() -> None:
+    # llama-server closes them right after every streamed reply; other servers keep them.
+    assert agentcore.wire.backend("llamacpp://h", model="m").reuse_streams is False
+    assert agentcore.wire.backend("vllm://h", model="m").reuse_streams is True
+    assert (
+        agentcore.wire.backend("http://h:1/v1", model="m", dialect="llamacpp").reuse_streams
+        is False
+    )

@@ -5,8 +5,9 @@
     python tools/llamacpp/server.py stop --port N
 
 ``start`` prints the server's base URL (``http://127.0.0.1:N``) once ``/health`` answers 200.
-Run files live in ``$AGENTCORE_LLAMACPP_HOME/run-PORT``: ``pid``, ``server.log`` and, with
-``--slot-save``, the ``slots/`` directory given to ``--slot-save-path`` (llama-server's slot
+Run files live in ``$AGENTCORE_LLAMACPP_HOME/run-PORT`` while the server runs (``stop``
+removes them): ``pid``, ``server.log`` and, with ``--slot-save``, the ``slots/`` directory
+given to ``--slot-save-path`` (llama-server's slot
 save/restore API, used by agentcore's slot-copy warm-up). ``--model`` is a model name written
 by ``setup.sh`` (``tiny``, ``small``) or a path to a ``.gguf`` file. ``--ctx`` is the context
 of one slot; the server gets ``slots x ctx`` in all (llama-server divides it among slots).
@@ -127,8 +128,8 @@ def stop(args: argparse.Namespace) -> int:
     if not pid_file.exists():
         return 0
     stop_pid(int(pid_file.read_text()))
-    pid_file.unlink(missing_ok=True)
-    shutil.rmtree(run_dir(args.port) / "slots", ignore_errors=True)  # saved KV caches: MBs each
+    # The pid, the log and the saved slots (MBs each) go: run directories do not pile up.
+    shutil.rmtree(run_dir(args.port), ignore_errors=True)
     return 0
 
 

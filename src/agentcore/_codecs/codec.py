@@ -109,6 +109,9 @@ class Backend:
     """Dialect options as given (never holds the API key)."""
     max_reply_bytes: int | None = DEFAULT_MAX_REPLY_BYTES
     """The cap on one reply body; a larger reply fails with ``ErrorKind.REPLY_TOO_LARGE``."""
+    reuse_streams: bool = True
+    """Whether a connection is kept after a streamed reply (``False`` for llama-server, which
+    closes it right after every streamed reply: reusing it races that close)."""
     warm_up: WarmUp = "off"
     """How a batch warms the shared prefix before its fan-out (``docs/backends.md``):
     ``off``, ``request`` (one one-token request) or ``slots`` (llama-server: one request, then

@@ -24,6 +24,7 @@ def make_transport(
     max_connections: int,
     verify: bool = True,
     max_reply_bytes: int | None = DEFAULT_MAX_REPLY_BYTES,
+    reuse_streams: bool = True,
 ) -> Transport:
     """Build the transport for the server at ``base_url``.
 
@@ -34,6 +35,8 @@ def make_transport(
         max_connections: connections kept for reuse; match the number of inference slots.
         verify: verify TLS certificates.
         max_reply_bytes: the cap on one response body (``None``: no cap).
+        reuse_streams: keep connections after streamed responses (lean transport; off for
+            servers that close after every streamed reply).
 
     Returns:
         A transport; close it with ``await transport.aclose()``.
@@ -47,7 +50,11 @@ def make_transport(
         raise ConfigError(f"max_connections must be at least 1, not {max_connections}")
     if kind == "lean":
         return LeanTransport(
-            origin, max_connections=max_connections, verify=verify, max_reply_bytes=max_reply_bytes
+            origin,
+            max_connections=max_connections,
+            verify=verify,
+            max_reply_bytes=max_reply_bytes,
+            reuse_streams=reuse_streams,
         )
     if kind == "httpx":
         return HttpxTransport(

@@ -364,6 +364,9 @@ class LeanTransport:
             then ignored).
         max_reply_bytes: the cap on one response body (see :mod:`agentcore._codecs.reply_limit`);
             ``None`` for no cap.
+        reuse_streams: keep a connection for reuse after a streamed response. Off for servers
+            known to close right after every streamed reply (llama-server): their close races
+            the next request, so the connection is closed by us instead.
     """
 
     def __init__(
@@ -374,6 +377,7 @@ class LeanTransport:
         verify: bool = True,
         ssl_context: ssl.SSLContext | None = None,
         max_reply_bytes: int | None = DEFAULT_MAX_REPLY_BYTES,
+        reuse_streams: bool = True,
     ) -> None:
         if max_connections < 1:
             raise ConfigError(f"max_connections must be at least 1, not {max_connections}")
@@ -393,9 +397,10 @@ class LeanTransport:
         self._requests = 0
         self._retries = 0
         self._peer_closed = 0
-        self._closes_after_streams = False
-        """Learned: the server closed a connection after a streamed reply although it announced
-        keep-alive (llama-server does); such connections are then not kept for reuse."""
+        self._closes_after_streams = not reuse_streams
+        """Known (``reuse_streams=False``) or learned: the server closes a connection after a
+        streamed reply although it announced keep-alive (llama-server does); such connections
+        are then not kept for reuse."""
         self._closed = False
 
     @property
@@ -624,6 +629,7 @@ class _Exchange:
         """The decoder of a chunked body until its last chunk; ``None`` when h11 reads."""
         cap = transport._max_reply
         self.left = math.inf if cap is None else cap
+        self.streamed = False
         """Body bytes this exchange may still receive."""
 
     def arm(self, seconds: float | None, limit: str) -> None:

@@ -24,7 +24,13 @@ import trio
 
 from ._backends import backend as make_backend
 from ._batch import BATCH_SLOT_POLICY, _as_json_value, new_batch_id, open_batch
-from ._cli_output import ResultsFile, check_output_path, interrupted, split_resumed
+from ._cli_output import (
+    ResultsFile,
+    check_output_path,
+    finished_indices,
+    interrupted,
+    split_resumed,
+)
 from ._core.errors import ConfigError
 from ._demo import demo_inputs, demo_task
 from ._distributed.commands import run_submitter, run_worker_command
@@ -89,27 +95,6 @@ def read_inputs(path: Path, task: Task | None = None) -> list[Any]:
             shown.append(f"... and {len(problems) - 10} more bad lines")
         raise InputFileError("\n".join(shown))
     return inputs
-
-
-def finished_indices(path: Path) -> set[int]:
-    """Indices already in an output file; a torn last line (from a killed run) is cut off."""
-    if not path.exists():
-        return set()
-    data = path.read_bytes()
-    end = data.rfind(b"\n") + 1
-    if end < len(data):
-        with path.open("r+b") as f:
-            f.truncate(end)
-        data = data[:end]
-    done: set[int] = set()
-    for line in data.splitlines():
-        try:
-            record = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(record, dict) and isinstance(record.get("index"), int):
-            done.add(record["index"])
-    return done
 
 
 def drop_unfinished(path: Path) -> int:

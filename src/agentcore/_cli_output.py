@@ -18,9 +18,17 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Literal
 
+import orjson
+
 from ._core.errors import ConfigError
 
-__all__ = ["ResultsFile", "check_output_path", "interrupted", "split_resumed"]
+__all__ = [
+    "ResultsFile",
+    "check_output_path",
+    "finished_indices",
+    "interrupted",
+    "split_resumed",
+]
 
 
 def check_output_path(path: Path) -> None:
@@ -77,3 +85,24 @@ def interrupted(exc: BaseException) -> bool:
     if isinstance(exc, BaseExceptionGroup):
         return exc.subgroup(KeyboardInterrupt) is not None
     return False
+
+
+def finished_indices(path: Path) -> set[int]:
+    """Indices already in an output file; a torn last line (from a killed run) is cut off."""
+    if not path.exists():
+        return set()
+    data = path.read_bytes()
+    end = data.rfind(b"\n") + 1
+    if end < len(data):
+        with path.open("r+b") as f:
+            f.truncate(end)
+        data = data[:end]
+    done: set[int] = set()
+    for line in data.splitlines():
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("index"), int):
+            done.add(record["index"])
+    return done

@@ -14,8 +14,9 @@ first placeholder. :func:`prefix_call` builds the one-token request that warms t
 
 from __future__ import annotations
 
+import contextlib
 import string
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic
 
 import attrs
@@ -209,15 +210,11 @@ class Task(Generic[T]):
         return "".join(head)
 
 
-def render_prompt(task: Task[Any], value: Any) -> str:
-    """Fill the task's template from one input.
-
-    Raises:
-        RenderError: the input lacks a placeholder's value.
-    """
-    fields: Mapping[str, Any] = value if isinstance(value, Mapping) else {"input": value}
+@contextlib.contextmanager
+def _render_errors(fields: Mapping[str, Any]) -> Iterator[None]:
+    """Template failures, as a :class:`RenderError` naming what the input lacks."""
     try:
-        return task.prompt.format_map(fields)
+        yield
     except KeyError as exc:
         raise RenderError(
             f"input has no value for placeholder {{{exc.args[0]}}} "
@@ -225,6 +222,17 @@ def render_prompt(task: Task[Any], value: Any) -> str:
         ) from None
     except (ValueError, IndexError, AttributeError) as exc:
         raise RenderError(f"input does not fit the prompt template: {exc}") from None
+
+
+def render_prompt(task: Task[Any], value: Any) -> str:
+    """Fill the task's template from one input.
+
+    Raises:
+        RenderError: the input lacks a placeholder's value.
+    """
+    fields: Mapping[str, Any] = value if isinstance(value, Mapping) else {"input": value}
+    with _render_errors(fields):
+        return task.prompt.format_map(fields)
 
 
 def _images_of(value: Any) -> tuple[Image, ...] | None:
@@ -252,7 +260,7 @@ def render_message(task: Task[Any], value: Any) -> UserMessage:
     text: list[str] = []
     length = 0
     images: list[Image] = []
-    try:
+    with _render_errors(fields):
         for literal, name, raw_spec, conversion in formatter.parse(task.prompt):
             text.append(literal)
             length += len(literal)
@@ -271,13 +279,6 @@ def render_message(task: Task[Any], value: Any) -> UserMessage:
             piece = formatter.format_field(formatter.convert_field(field, conversion), spec)
             text.append(piece)
             length += len(piece)
-    except KeyError as exc:
-        raise RenderError(
-            f"input has no value for placeholder {{{exc.args[0]}}} "
-            f"(it has: {', '.join(sorted(map(str, fields))) or 'nothing'})"
-        ) from None
-    except (ValueError, IndexError, AttributeError) as exc:
-        raise RenderError(f"input does not fit the prompt template: {exc}") from None
     return UserMessage("".join(text), images)
 
 

@@ -13,7 +13,8 @@ import orjson
 import pytest
 
 from agentcore import UsageLimits, load_task
-from agentcore._cli import finished_indices, main
+from agentcore._cli import main
+from agentcore._cli_output import finished_indices
 
 TOOLS_MODULE = '''
 import time

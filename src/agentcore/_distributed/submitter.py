@@ -33,13 +33,14 @@ import attrs
 import orjson
 import trio
 
+from .._cli_output import finished_indices
 from .._core.errors import ConfigError
 from .._task import Task
 from .address import QueueAddress
 from .connection import Connection, is_server_error, open_connection, retrying
 from .worker import ensure_batch, stream_entries
 
-__all__ = ["SubmitReport", "finished_indices", "submit_batch"]
+__all__ = ["SubmitReport", "submit_batch"]
 
 _ADMIT_CHUNK = 256
 _READ_COUNT = 512
@@ -57,27 +58,6 @@ class SubmitReport:
     """Results this call wrote."""
     ok: int
     """Of those written, how many finished ``ok``."""
-
-
-def finished_indices(path: Path) -> set[int]:
-    """Indices already in an output file; a torn last line (from a kill) is cut off."""
-    if not path.exists():
-        return set()
-    data = path.read_bytes()
-    end = data.rfind(b"\n") + 1
-    if end < len(data):
-        with path.open("r+b") as f:
-            f.truncate(end)
-        data = data[:end]
-    done: set[int] = set()
-    for line in data.splitlines():
-        try:
-            record = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(record, dict) and isinstance(record.get("index"), int):
-            done.add(record["index"])
-    return done
 
 
 class _Submitter:

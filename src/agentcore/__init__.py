@@ -17,17 +17,17 @@ General layout of the private modules
 - ``_core/``: the sans-IO core (values, the loop, pure policies): stdlib, attrs, cattrs only.
 - ``_codecs/``: sans-IO wire dialects, requests to bytes and bytes to replies: adds orjson.
 - ``_transports/``: the HTTP transports (trio + h11, httpx): the only code opening sockets.
-- ``_model_client``, ``_slot_limiter``, ``_tool_executor``, ``_tools``: what the driver uses;
-  ``_driver``, ``_requests``, ``_results``, ``_open``: the trio driver, split by concept;
-  ``_stats``, ``_serde``, ``_backends``: statistics, JSON, backend selection;
-  ``_rate_limiter``: the driver's wait for request and token budgets.
-- ``_bedrock/``: AWS Bedrock's Converse dialect and SigV4 signing (the ``bedrock`` extra,
-  loaded by ``bedrock://`` URLs only).
-- ``_task``, ``_taskfile``, ``_batch``, ``_cli``, ``_demo``: the batch layer and the CLI.
-- ``_generate``, ``_deltas``, ``_steps``, ``_agent``: one-shot generation, deltas, step
-  events, and the one-agent surface (docs/watching.md).
-- ``_sim/``: the simulated backend behind :mod:`agentcore.sim`.
-- ``_observe/``: observer hooks, loggers, the trace file and its picture, OpenTelemetry.
+- ``_model_client``, ``_requests``, ``_results``, ``_driver``, ``_open``: the trio driver,
+  split by concept; ``_fallback``, ``_rate_limiter``, ``_budget_guard``, ``_warmup``: what
+  it adds around requests; ``_generate``, ``_deltas``, ``_steps``, ``_agent``: one-shot
+  generation, step events and the one-agent surface.
+- ``_tools``, ``_tool_executor``, ``_context``, ``_slot_limiter``, ``_stats``, ``_serde``,
+  ``_backends``: tools, slots, statistics, JSON, backend selection.
+- ``_task``, ``_taskfile``, ``_batch``, ``_cli``, ``_cli_output``, ``_demo``: the batch layer
+  and the CLI.
+- ``_sim/``, ``_observe/``, ``_bedrock/``, ``_distributed/``, ``_mcp``: the simulated
+  backend; logging, traces and OpenTelemetry; ``bedrock://``; workers on Redis Streams; MCP
+  tool servers. The last four load their optional extra on first use.
 """
 
 from __future__ import annotations

@@ -40,8 +40,8 @@ import orjson
 
 from .._codecs.classify import (
     RETRYABLE_KINDS,
-    classify_http_error,
     protocol_error,
+    reply_payload,
     truncated_stream,
 )
 from .._codecs.codec import Delta, TextDelta, ToolCallDelta
@@ -265,13 +265,10 @@ class BedrockCodec:
         self, request_id: str, status: int, headers: Headers, body: bytes
     ) -> ModelResponded | ModelFailed:
         """The event for a complete Converse response. Never raises."""
-        if not 200 <= status < 300:
-            return ModelFailed(request_id, classify_http_error(status, headers, body))
-        try:
-            payload = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            return ModelFailed(request_id, protocol_error(f"reply is not JSON: {exc}", status))
-        output = payload.get("output") if isinstance(payload, dict) else None
+        payload = reply_payload(request_id, status, headers, body)
+        if isinstance(payload, ModelFailed):
+            return payload
+        output = payload.get("output")
         message = output.get("message") if isinstance(output, dict) else None
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, list):

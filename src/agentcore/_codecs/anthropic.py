@@ -60,9 +60,9 @@ from .._core.messages import (
     UserMessage,
 )
 from .classify import (
-    classify_http_error,
     classify_stream_error,
     protocol_error,
+    reply_payload,
     truncated_stream,
 )
 from .codec import Delta, TextDelta, ToolCallDelta
@@ -429,14 +429,9 @@ class AnthropicCodec:
         self, request_id: str, status: int, headers: Headers, body: bytes
     ) -> ModelResponded | ModelFailed:
         """The event for a complete (not streamed) response. Never raises."""
-        if not 200 <= status < 300:
-            return ModelFailed(request_id, classify_http_error(status, headers, body))
-        try:
-            payload = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            return ModelFailed(request_id, protocol_error(f"reply is not JSON: {exc}", status))
-        if not isinstance(payload, dict):
-            return ModelFailed(request_id, protocol_error("reply is not a JSON object", status))
+        payload = reply_payload(request_id, status, headers, body)
+        if isinstance(payload, ModelFailed):
+            return payload
         kind = payload.get("type")
         if kind == "error":
             return ModelFailed(request_id, classify_stream_error(payload))

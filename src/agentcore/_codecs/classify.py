@@ -49,7 +49,7 @@ from typing import Any
 import orjson
 
 from .._core.errors import TransportError, TransportErrorKind
-from .._core.events import ErrorKind, ModelError
+from .._core.events import ErrorKind, ModelError, ModelFailed
 from .http import Headers, header
 
 __all__ = [
@@ -59,6 +59,7 @@ __all__ = [
     "connection_error",
     "deadline_error",
     "protocol_error",
+    "reply_payload",
     "retry_after_seconds",
     "transport_failure",
     "truncated_stream",
@@ -292,6 +293,30 @@ def protocol_error(message: str, status: int | None = None) -> ModelError:
         status: the HTTP status of the reply, when there is one.
     """
     return ModelError(kind=ErrorKind.PROTOCOL, message=message, status=status, retryable=True)
+
+
+def reply_payload(
+    request_id: str, status: int, headers: Headers, body: bytes
+) -> dict[str, Any] | ModelFailed:
+    """The JSON object of a complete reply, or the failure the reply amounts to: a non-2xx
+    answer classified from its status and body; a 2xx body that is not a JSON object a
+    (retryable) :func:`protocol_error`.
+
+    Args:
+        request_id: the request the reply answers.
+        status: the HTTP status.
+        headers: response headers (names lower-case).
+        body: the whole response body.
+    """
+    if not 200 <= status < 300:
+        return ModelFailed(request_id, classify_http_error(status, headers, body))
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        return ModelFailed(request_id, protocol_error(f"reply is not JSON: {exc}", status))
+    if not isinstance(payload, dict):
+        return ModelFailed(request_id, protocol_error("reply is not a JSON object", status))
+    return payload
 
 
 def unusable_request(message: str) -> ModelError:

@@ -42,9 +42,9 @@ from .._core.messages import (
     UserMessage,
 )
 from .classify import (
-    classify_http_error,
     classify_stream_error,
     protocol_error,
+    reply_payload,
     truncated_stream,
 )
 from .codec import Delta, TextDelta, ToolCallDelta
@@ -177,14 +177,9 @@ class OpenAICodec:
         self, request_id: str, status: int, headers: Headers, body: bytes
     ) -> ModelResponded | ModelFailed:
         """The event for a complete (non-streamed) response. Never raises."""
-        if not 200 <= status < 300:
-            return ModelFailed(request_id, classify_http_error(status, headers, body))
-        try:
-            payload = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            return _protocol_failure(request_id, status, "response body is not JSON")
-        if not isinstance(payload, dict):
-            return _protocol_failure(request_id, status, "response body is not a JSON object")
+        payload = reply_payload(request_id, status, headers, body)
+        if isinstance(payload, ModelFailed):
+            return payload
         if _is_error(payload):
             return ModelFailed(request_id, classify_stream_error(payload))
         return _completion(request_id, status, payload)

@@ -94,6 +94,8 @@ class ModelRequests:
                 slot_wait += slot.wait
                 limiter.release(slot)
                 continue
+            if reservation is None:
+                rates.blind += 1  # sent before any limit is known
             attempts += 1
             self.attempts += 1
             if run is not None and attempts == 1:

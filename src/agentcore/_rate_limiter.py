@@ -85,6 +85,10 @@ class RateLimiter:
         self._waits = 0
         self._wait_time = 0.0
         self._rate_limited = 0
+        self.blind = 0
+        """Attempts in flight that were sent before any limit was known."""
+        self._blind_charge: int | None = None
+        """What each of them was charged when the first limit became known."""
 
     async def reserve(self, call: CallModel) -> Reservation | None:
         """Wait until ``call`` may be sent and charge it; ``None`` when no limit is known."""
@@ -139,6 +143,8 @@ class RateLimiter:
         if reservation is not None:
             self.budget.settle(reservation, 0, trio.current_time())
             self._notify()
+        elif self.blind:
+            self.blind -= 1
 
     def replied(
         self,
@@ -149,6 +155,12 @@ class RateLimiter:
     ) -> None:
         """Account for one attempt's outcome and the rate-limit headers of its reply."""
         budget = self.budget
+        if reservation is None and self.blind:
+            self.blind -= 1
+            if self._blind_charge is not None:
+                # Charged when the limits became known: settle it like a reservation.
+                reservation = Reservation(self._blind_charge)
+        was_limited = budget.limited
         if (
             observation is None
             and reservation is None
@@ -181,6 +193,14 @@ class RateLimiter:
             # After the correction: what remains at the server already counts this request's
             # real usage, so it caps the corrected level rather than being corrected again.
             budget.observe(now, observation)
+        if not was_limited and budget.limited and self.blind:
+            # The first limits are known while other attempts, sent blind, are still in
+            # flight: charge each an estimate now (settled by its own reply), so that the
+            # budget does not spend what they are about to use.
+            charge = self.estimator.estimate(prompt_chars(call), call.params.max_tokens)
+            self._blind_charge = charge
+            for _ in range(self.blind):
+                budget.take(now, charge)
         self._notify()
 
     def statistics(self) -> RateLimiterStatistics:

@@ -145,6 +145,8 @@ class ModelRequests:
                 slot_wait += slot.wait
                 limiter.release(slot)
                 continue
+            if reservation is None:
+                rates.blind += 1  # sent before any limit is known
             attempts += 1
             if observer is not None:
                 # Now, not ``slot.granted_at``: a slot handed over at a release is granted before

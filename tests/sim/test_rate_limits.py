@@ -120,8 +120,7 @@ async def test_a_budget_learned_from_headers_alone_cuts_429s(
     assert all(r.status == "ok" for r in results)
     assert learned.rates is not None
     assert learned.rates.tokens_per_minute == 2_000
-    # Only requests sent before the first reply go out blind; a request that queued for a
-    # slot while the limits were learned waits for budget before it is sent. A streamed
-    # reply's headers come before its decode, so the completions of that blind burst (16
-    # requests here) are unknown to them and a few more 429s follow.
-    assert learned.rates.rate_limited <= (8 if stream else 3)
+    # Only requests sent before the first reply go out blind (16 here). When the first
+    # headers arrive, each of those still in flight is charged an estimate (settled by its own
+    # reply), and a request that queued for a slot meanwhile waits for budget first.
+    assert learned.rates.rate_limited <= 3

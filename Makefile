@@ -88,7 +88,7 @@ redis:
 ## The distributed tier: workers, submitter, SIGKILLed workers and a short chaos run, each
 ## against a real redis-server started on 127.0.0.1 by the tests (AOF on).
 test-distributed: venv redis
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m distributed tests/distributed
+	AGENTCORE_DISTRIBUTED=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m distributed tests/distributed
 
 ## A longer chaos run (W worker processes, kills, zombies, server restarts; seed printed).
 chaos: venv redis

@@ -2,14 +2,14 @@
 
 The server is started and stopped by the project's script ``tools/redis/server.sh`` on a
 free port with AOF on (``appendfsync always``), in a temporary folder; it is stopped by its
-pid. The tier skips, naming what is missing, when no server binary is installed (run
-``tools/redis/install.sh``, or ``make test-distributed``) or valkey-glide is not importable
-(``pip install -e '.[distributed]'``).
+pid. The tier runs when asked (``make test-distributed`` sets ``AGENTCORE_DISTRIBUTED=1``,
+and a missing server binary or valkey-glide is then an error); the plain test run skips it.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,8 +27,18 @@ def _missing() -> str | None:
     return None
 
 
+REQUIRED = os.environ.get("AGENTCORE_DISTRIBUTED", "").lower() in ("1", "true", "yes")
+"""Set by ``make test-distributed``: the tier runs, and a missing server or client is an
+error rather than a skip. Without it (the plain ``make test``) the tier is skipped at once:
+it starts worker processes and servers and takes minutes."""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     reason = _missing()
+    if REQUIRED and reason is not None and any("distributed" in i.nodeid for i in items):
+        raise pytest.UsageError(f"the distributed tier was asked for, but {reason}")
+    if not REQUIRED:
+        reason = "the distributed tier: run `make test-distributed` (AGENTCORE_DISTRIBUTED=1)"
     for item in items:
         if "distributed" in item.nodeid.split("::")[0]:
             item.add_marker(pytest.mark.distributed)

@@ -5,9 +5,11 @@ its inference slots, its tool coalescing and cache, and the server's prefix cach
 
 - ``POST /runs`` with ``{"inputs": {"record": "r1"}}``: runs one agent, answers its result
   as JSON once it ends.
-- ``POST /runs/stream``, same body: server-sent events: ``started`` at once, then ``result``
-  when the agent ends. (Per-step events are not streamed yet: the driver does not publish
-  them on this branch.)
+- ``POST /runs/stream``, same body: server-sent events: ``started`` at once, then the agent's
+  step events as they happen (``request_started``, ``model_replied``, ``tool_started``,
+  ``tool_ended``...; each ``data`` is the event as ``agentcore.core.dumps`` writes it), then
+  ``result``. With ``"tokens": true`` in the body the reply's text arrives too, as
+  ``model_delta`` events.
 - ``GET /stats``: the driver's statistics and the service's counters; ``GET /health``.
 
 A client that disconnects cancels its own agent and nothing else. A bad request gets a 4xx
@@ -58,6 +60,14 @@ async def lookup(key: str) -> str:
     return f"{key}: active since 2024, owner: team-{len(key) % 7}"
 
 
+AGENT = agentcore.Agent(
+    instructions="You answer questions about records. Look the record up before you answer.",
+    tools=[lookup],
+    max_turns=4,
+    name="web",
+)
+"""The same agent as ``TASK``, run one at a time with its step events (``/runs/stream``)."""
+
 TASK = agentcore.Task(
     prompt="What does the registry say about record {record}?",
     system="You answer questions about records. Look the record up before you answer.",
@@ -100,6 +110,11 @@ def parse_inputs(body: bytes) -> dict[str, str]:
     return {str(k): str(v) for k, v in inputs.items()}
 
 
+def wants_tokens(body: bytes) -> bool:
+    """Whether the (already validated) body asks for the reply's text as it arrives."""
+    return json.loads(body).get("tokens") is True
+
+
 class App:
     """The ASGI application; every request shares ``driver``."""
 
@@ -136,7 +151,7 @@ class App:
             if path == "/runs":
                 await self.run(inputs, receive, send)
             else:
-                await self.stream(inputs, receive, send)
+                await self.stream(inputs, wants_tokens(body), receive, send)
         elif path == "/stats" and method == "GET":
             await respond(send, 200, self.stats())
         elif path == "/health" and method == "GET":
@@ -175,13 +190,38 @@ class App:
         if result is not None:
             await respond(send, 200, result_json(result))
 
-    async def stream(self, inputs: dict[str, str], receive: Receive, send: Send) -> None:
+    async def stream(
+        self, inputs: dict[str, str], tokens: bool, receive: Receive, send: Send
+    ) -> None:
         headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send_event(send, "started", {"record": inputs["record"]})
-        result = await self.agent(inputs, receive)
+        result: agentcore.Result | None = None
+        self.active += 1
+        try:
+            async with trio.open_nursery() as nursery:
+
+                async def watch() -> None:
+                    while (await receive())["type"] != "http.disconnect":
+                        pass
+                    self.disconnected += 1
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(watch)
+                prompt = TASK.prompt.format_map(inputs)
+                run_id = f"web-{next(self.numbers)}"
+                async with AGENT.watch(
+                    prompt, driver=self.driver, deltas=tokens, run_id=run_id
+                ) as steps:
+                    async for step in steps:
+                        await send_frame(send, step.name, agentcore.core.dumps(step))
+                result = steps.result
+                nursery.cancel_scope.cancel()
+        finally:
+            self.active -= 1
         if result is None:
-            return
+            return  # the client left: its agent was cancelled
+        self.served += 1
         await send_event(send, "result", result_json(result))
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
@@ -226,7 +266,11 @@ async def respond(send: Send, status: int, payload: Any) -> None:
 
 
 async def send_event(send: Send, name: str, payload: Any) -> None:
-    frame = f"event: {name}\ndata: {json.dumps(payload)}\n\n".encode()
+    await send_frame(send, name, json.dumps(payload).encode())
+
+
+async def send_frame(send: Send, name: str, data: bytes) -> None:
+    frame = b"event: " + name.encode() + b"\ndata: " + data + b"\n\n"
     await send({"type": "http.response.body", "body": frame, "more_body": True})
 
 

@@ -168,7 +168,7 @@ async def test_a_client_that_disconnects_cancels_only_its_own_agent(
 
 
 async def test_the_stream_sends_started_then_the_result(service: tuple[str, Server]) -> None:
-    _, server = service
+    kind, server = service
     async with httpx.AsyncClient(base_url=server.url, timeout=60) as client:
         body = {"inputs": {"record": "s1"}}
         async with client.stream("POST", "/runs/stream", json=body) as reply:
@@ -176,8 +176,28 @@ async def test_the_stream_sends_started_then_the_result(service: tuple[str, Serv
             assert reply.headers["content-type"].startswith("text/event-stream")
             text = (await reply.aread()).decode()
     frames = [f for f in text.split("\n\n") if f.strip()]
-    assert [f.splitlines()[0] for f in frames] == ["event: started", "event: result"]
-    assert '"status": "ok"' in frames[1].replace('":"', '": "')
+    names = [f.splitlines()[0].removeprefix("event: ") for f in frames]
+    assert names[0] == "started" and names[-1] == "result"
+    assert '"status": "ok"' in frames[-1].replace('":"', '": "')
+    if kind == "trio":  # the trio service streams the agent's step events in between
+        steps = names[1:-1]
+        assert steps[0] == "request_started" and steps[-1] == "run_finished"
+        assert "model_replied" in steps and "tool_ended" in steps
+        assert "model_delta" not in steps  # tokens are opt-in
+
+
+async def test_the_trio_stream_sends_the_reply_text_as_it_arrives_when_asked(
+    service: tuple[str, Server],
+) -> None:
+    kind, server = service
+    if kind != "trio":
+        pytest.skip("the asyncio service streams the result only")
+    async with httpx.AsyncClient(base_url=server.url, timeout=60) as client:
+        body = {"inputs": {"record": "t1"}, "tokens": True}
+        async with client.stream("POST", "/runs/stream", json=body) as reply:
+            text = (await reply.aread()).decode()
+    names = [f.splitlines()[0].removeprefix("event: ") for f in text.split("\n\n") if f.strip()]
+    assert names.count("model_delta") > 0 and names[-1] == "result"
 
 
 @pytest.mark.parametrize(

@@ -61,7 +61,14 @@ from _common import (
     table,
 )
 
-CONTENDERS = ("agentcore", "minimal", "isolated", "batchagent", "batchagent-nokvflow")
+CONTENDERS = (
+    "agentcore",
+    "agentcore-priority",
+    "minimal",
+    "isolated",
+    "batchagent",
+    "batchagent-nokvflow",
+)
 
 
 # ---------------------------------------------------------------------------- orchestration
@@ -143,9 +150,11 @@ class Plan:
 def contender_argv(name: str, plan: Plan, stack: Any, proxy: ProxyProcess | None) -> list[str]:
     """The command line of one contender against ``stack`` (or the proxy in front of it)."""
     args, workload_file = plan.args, str(plan.workload_file)
-    if name == "agentcore":
+    if name in ("agentcore", "agentcore-priority"):
+        policy = "priority" if name == "agentcore-priority" else "fifo"
         argv = [project_python(), str(BASELINES / "agentcore_runner.py"), workload_file,
-                "--url", stack.url, "--slots", str(args.slots)]  # fmt: skip
+                "--url", stack.url, "--slots", str(args.slots),
+                "--slot-policy", policy]  # fmt: skip
         return [*argv, "--stream"] if args.stream else argv
     if name in ("minimal", "isolated"):
         script = "minimal_loop.py" if name == "minimal" else "isolated.py"
@@ -255,6 +264,8 @@ def report_table(n: int, runs: dict[str, list[dict[str, Any]]], args: argparse.N
             [
                 name,
                 fmt(med(name, "wall")),
+                fmt(med(name, "first_result")),
+                fmt(med(name, "half_results")),
                 fmt(med(name, "ttft_p50_ms"), 1),
                 fmt(med(name, "ttft_p95_ms"), 1),
                 fmt(med(name, "requests"), 0),
@@ -266,8 +277,9 @@ def report_table(n: int, runs: dict[str, list[dict[str, Any]]], args: argparse.N
                 fmt(med(name, "process_cpu")),
             ]
         )
-    headers = ["contender", "wall s", "TTFT p50 ms", "TTFT p95 ms", "requests", "prompt tok",
-               "prefill tok", "vs isolated", "tool execs", "ok", "client CPU s"]  # fmt: skip
+    headers = ["contender", "wall s", "1st result s", "50 % s", "TTFT p50 ms", "TTFT p95 ms",
+               "requests", "prompt tok", "prefill tok", "vs isolated", "tool execs", "ok",
+               "client CPU s"]  # fmt: skip
     title = (
         f"research summary on Dynamo: N={n}, 9 topics, 2 turns, "
         f"{int(args.tool_latency * 1000)} ms tool, {args.slots} slots, "

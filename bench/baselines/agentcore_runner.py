@@ -106,12 +106,18 @@ async def main(args: argparse.Namespace) -> None:
         args.url,
         model=workload.model,
         max_inflight=args.slots,
+        slot_policy=args.slot_policy,
         tools=[tool],
         stream=args.stream,
         **options,
     ) as driver:
+        finished: list[float] = []  # seconds from the start, per result
+
+        def stamp(_: agentcore.Result[Any]) -> None:
+            finished.append(time.perf_counter() - t0)
+
         results = await agentcore.run_batch(
-            task, workload.inputs, driver=driver, warm=True, **batch_options
+            task, workload.inputs, driver=driver, warm=True, on_result=stamp, **batch_options
         )
         stats = driver.statistics()
     wall = time.perf_counter() - t0
@@ -119,6 +125,8 @@ async def main(args: argparse.Namespace) -> None:
     emit(
         {
             "wall": wall,
+            "first_result": finished[0] if finished else None,
+            "half_results": finished[(len(finished) - 1) // 2] if finished else None,
             "cpu": self_cpu() - cpu0,
             "ok": sum(r.status == "ok" for r in results),
             "failed": sum(r.status != "ok" for r in results),
@@ -144,6 +152,9 @@ if __name__ == "__main__":
     parser.add_argument("--url", required=True, help="backend URL, e.g. dynamo://127.0.0.1:PORT")
     parser.add_argument("--slots", type=int, default=8)
     parser.add_argument("--stream", action="store_true", help="stream every request")
+    parser.add_argument(
+        "--slot-policy", default="fifo", choices=["fifo", "priority"], help="the driver's"
+    )
     parser.add_argument(
         "--steps",
         choices=("off", "events", "deltas"),

@@ -124,13 +124,11 @@ class Driver:
         fallbacks: Sequence[tuple[str, ModelClient, SlotLimiter]] = (),
         fallback_policy: FallbackPolicy | None = None,
         primary_name: str = "primary",
-        self_hosted: bool = False,
         backend: Backend | None = None,
         deps: Any = None,
         rates: RateLimiter | None = None,
     ) -> None:
         self._deps = deps
-        self._self_hosted = self_hosted
         self._client = client
         self.backend = backend
         """The configured backend (``None`` when the driver was given a model client)."""
@@ -173,7 +171,7 @@ class Driver:
         """Whether the backend is a server we run (vLLM, SGLang, Dynamo, ``sim://``...):
         batches warm the shared prefix by default. ``False`` for hosted APIs and model
         clients."""
-        return self._self_hosted
+        return self.backend is not None and self.backend.self_hosted
 
     @property
     def executor(self) -> ToolExecutor:

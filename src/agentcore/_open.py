@@ -314,7 +314,6 @@ async def open_driver(
             fallbacks=routes,
             fallback_policy=policy,
             primary_name=primary_name,
-            self_hosted=configured is not None and configured.self_hosted,
             backend=configured,
             deps=deps,
             rates=rates,

@@ -39,6 +39,35 @@ BASELINES = BENCH / "baselines"
 STACK_TOOLS = ROOT / "tools" / "dynamo"
 
 
+class ListeningProcess:
+    """A helper process (a server, a proxy) that prints ``listening on PORT`` once it is ready.
+
+    Args:
+        argv: its command line.
+        what: what to call it if it does not start.
+    """
+
+    def __init__(self, argv: Sequence[str], what: str) -> None:
+        self.process = subprocess.Popen(list(argv), stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line.startswith("listening on "):
+            self.stop()
+            raise RuntimeError(f"the {what} did not start: {line!r}")
+        self.port = int(line.split()[-1])
+
+    def stop(self) -> None:
+        """Terminate it (kill it after 10 s) and close its output."""
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
 def project_python() -> str:
     """The interpreter of the project's virtual environment (agentcore installed)."""
     venv = ROOT / ".venv" / "bin" / "python"

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +45,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (
     BASELINES,
+    ListeningProcess,
     Measured,
     Workload,
     batchagent_python,
@@ -107,32 +107,11 @@ def settled_trace(stack: Any, quiet: float = 1.0, timeout: float = 15.0) -> list
     return stack.trace_records()
 
 
-class ProxyProcess:
+def start_proxy(upstream: str, max_tokens: int) -> ListeningProcess:
     """The replay-annotation proxy in its own process."""
-
-    def __init__(self, upstream: str, max_tokens: int) -> None:
-        self.process = subprocess.Popen(
-            [project_python(), str(BASELINES / "replay_proxy.py"), "--upstream", upstream,
-             "--max-tokens", str(max_tokens)],
-            stdout=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        if not line.startswith("listening on "):
-            self.stop()
-            raise RuntimeError(f"the replay proxy did not start: {line!r}")
-        self.port = int(line.split()[-1])
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        if self.process.stdout is not None:
-            self.process.stdout.close()
+    argv = [project_python(), str(BASELINES / "replay_proxy.py"), "--upstream", upstream,
+            "--max-tokens", str(max_tokens)]  # fmt: skip
+    return ListeningProcess(argv, "replay proxy")
 
 
 @dataclass
@@ -147,7 +126,7 @@ class Plan:
     args: argparse.Namespace
 
 
-def contender_argv(name: str, plan: Plan, stack: Any, proxy: ProxyProcess | None) -> list[str]:
+def contender_argv(name: str, plan: Plan, stack: Any, proxy: ListeningProcess | None) -> list[str]:
     """The command line of one contender against ``stack`` (or the proxy in front of it)."""
     args, workload_file = plan.args, str(plan.workload_file)
     if name in ("agentcore", "agentcore-priority"):
@@ -177,10 +156,10 @@ def run_contender(name: str, plan: Plan, run_dir: Path) -> dict[str, Any]:
         speedup=plan.args.speedup,
         streaming_tool_dispatch=batchagent,
     ).start()
-    proxy: ProxyProcess | None = None
+    proxy: ListeningProcess | None = None
     try:
         if batchagent:
-            proxy = ProxyProcess(stack.http_url, plan.workload.max_tokens)
+            proxy = start_proxy(stack.http_url, plan.workload.max_tokens)
         argv = contender_argv(name, plan, stack, proxy)
         measured: Measured = run_measured(argv, timeout=plan.args.time_limit)
         events = settled_trace(stack)

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,6 +42,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (
     BASELINES,
+    ListeningProcess,
     batchagent_python,
     fmt,
     lookup_workload,
@@ -63,42 +63,18 @@ CONTENDERS = (
 )
 
 
-class ServerProcess:
+class ServerProcess(ListeningProcess):
     """The fixed-latency server in its own process."""
 
     def __init__(self, latency: float) -> None:
-        self.process = subprocess.Popen(
-            [
-                project_python(),
-                str(BASELINES / "fixed_latency_server.py"),
-                "--latency",
-                str(latency),
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        if not line.startswith("listening on "):
-            self.stop()
-            raise RuntimeError(f"the fixed-latency server did not start: {line!r}")
-        self.port = int(line.split()[-1])
+        argv = [project_python(), str(BASELINES / "fixed_latency_server.py")]
+        super().__init__([*argv, "--latency", str(latency)], "fixed-latency server")
 
     def cpu(self) -> float:
         """CPU seconds the server has used so far (Linux ``/proc``)."""
         fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
         ticks = int(fields[11]) + int(fields[12])
         return ticks / _CLOCK_TICKS
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        if self.process.stdout is not None:
-            self.process.stdout.close()
 
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

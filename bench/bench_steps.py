@@ -30,7 +30,16 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import BASELINES, fmt, lookup_workload, machine, median, project_python, run_measured
+from _common import (
+    BASELINES,
+    ListeningProcess,
+    fmt,
+    lookup_workload,
+    machine,
+    median,
+    project_python,
+    run_measured,
+)
 from _common import table as make_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,29 +52,11 @@ MODES = {
 }
 
 
-class Server:
+def start_server(latency: float, pieces: int) -> ListeningProcess:
     """The fixed-latency server in its own process."""
-
-    def __init__(self, latency: float, pieces: int) -> None:
-        argv = [project_python(), str(BASELINES / "fixed_latency_server.py")]
-        argv += ["--latency", str(latency), "--pieces", str(pieces)]
-        self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        if not line.startswith("listening on "):
-            self.stop()
-            raise RuntimeError(f"the fixed-latency server did not start: {line!r}")
-        self.port = int(line.split()[-1])
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        if self.process.stdout is not None:
-            self.process.stdout.close()
+    argv = [project_python(), str(BASELINES / "fixed_latency_server.py")]
+    argv += ["--latency", str(latency), "--pieces", str(pieces)]
+    return ListeningProcess(argv, "fixed-latency server")
 
 
 def export_tree(ref: str, into: Path) -> Path:
@@ -95,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"machine: {machine()}")
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in chosen}
-    server = Server(args.latency, args.pieces)
+    server = start_server(args.latency, args.pieces)
     try:
         with tempfile.TemporaryDirectory(prefix="bench-steps-") as tmp:
             baseline_src = export_tree(args.baseline, Path(tmp))

@@ -26,11 +26,12 @@ Needs ``pip install 'agentcore[service]'``. Run::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import cattrs
@@ -159,9 +160,10 @@ class App:
         else:
             raise BadRequest(404, "not_found", f"no route for {method} {path}")
 
-    async def agent(self, inputs: dict[str, str], receive: Receive) -> agentcore.Result | None:
-        """Run one agent; ``None`` if the client disconnected first (the agent is cancelled)."""
-        outcome: list[agentcore.Result] = []
+    @contextlib.asynccontextmanager
+    async def serving(self, receive: Receive) -> AsyncIterator[None]:
+        """Run the block as one request's agent: counted while active, cancelled (and nothing
+        else) when the client disconnects first."""
         self.active += 1
         try:
             async with trio.open_nursery() as nursery:
@@ -173,13 +175,19 @@ class App:
                     nursery.cancel_scope.cancel()
 
                 nursery.start_soon(watch)
-                batch = f"web-{next(self.numbers)}"
-                outcome += await agentcore.run_batch(
-                    TASK, [inputs], driver=self.driver, warm=False, batch_id=batch
-                )
+                yield
                 nursery.cancel_scope.cancel()
         finally:
             self.active -= 1
+
+    async def agent(self, inputs: dict[str, str], receive: Receive) -> agentcore.Result | None:
+        """Run one agent; ``None`` if the client disconnected first (the agent is cancelled)."""
+        outcome: list[agentcore.Result] = []
+        async with self.serving(receive):
+            batch = f"web-{next(self.numbers)}"
+            outcome += await agentcore.run_batch(
+                TASK, [inputs], driver=self.driver, warm=False, batch_id=batch
+            )
         if not outcome:
             return None
         self.served += 1
@@ -197,28 +205,15 @@ class App:
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send_event(send, "started", {"record": inputs["record"]})
         result: agentcore.Result | None = None
-        self.active += 1
-        try:
-            async with trio.open_nursery() as nursery:
-
-                async def watch() -> None:
-                    while (await receive())["type"] != "http.disconnect":
-                        pass
-                    self.disconnected += 1
-                    nursery.cancel_scope.cancel()
-
-                nursery.start_soon(watch)
-                prompt = TASK.prompt.format_map(inputs)
-                run_id = f"web-{next(self.numbers)}"
-                async with AGENT.watch(
-                    prompt, driver=self.driver, deltas=tokens, run_id=run_id
-                ) as steps:
-                    async for step in steps:
-                        await send_frame(send, step.name, agentcore.core.dumps(step))
-                result = steps.result
-                nursery.cancel_scope.cancel()
-        finally:
-            self.active -= 1
+        async with self.serving(receive):
+            prompt = TASK.prompt.format_map(inputs)
+            run_id = f"web-{next(self.numbers)}"
+            async with AGENT.watch(
+                prompt, driver=self.driver, deltas=tokens, run_id=run_id
+            ) as steps:
+                async for step in steps:
+                    await send_frame(send, step.name, agentcore.core.dumps(step))
+            result = steps.result
         if result is None:
             return  # the client left: its agent was cancelled
         self.served += 1

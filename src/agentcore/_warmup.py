@@ -181,14 +181,19 @@ async def warm_prefix(driver: Driver, task: Task[Any], *, batch_id: str) -> Mode
     Returns:
         The reply, or ``None`` if the request failed.
     """
-    reply = await driver.call_model(prefix_call(task, run_id=job_run_id(batch_id, "warm")))
+    reply = await driver.call_model(_warm_call(task, batch_id))
     return reply if isinstance(reply, ModelResponded) else None
+
+
+def _warm_call(task: Task[Any], batch_id: str) -> CallModel:
+    """The one-token request holding the task's shared prefix."""
+    return prefix_call(task, run_id=job_run_id(batch_id, "warm"))
 
 
 async def _warm_up(
     driver: Driver, task: Task[Any], batch_id: str, strategy: WarmUp
 ) -> WarmUpReport:
-    call = prefix_call(task, run_id=job_run_id(batch_id, "warm"))
+    call = _warm_call(task, batch_id)
     reply = await driver.call_model(call)
     if not isinstance(reply, ModelResponded):
         if reply.error.kind in _FATAL_AT_WARM_UP:

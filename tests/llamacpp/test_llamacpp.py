@@ -325,16 +325,18 @@ async def test_defect_4_streamed_requests_are_written_once(llama: LlamaServer) -
 async def test_defect_4_a_generic_url_checks_for_the_close_before_reuse(
     llama: LlamaServer,
 ) -> None:
-    # http://: connections are kept after streamed replies; the check before reuse sees
-    # llama-server's close. A close still in flight at that moment (the server closes just
-    # after its last chunk) is caught by the retry: before the check nearly every reused
-    # connection was written to twice, now only those races are.
+    # http://: the transport does not know this server, so it keeps connections after
+    # streamed replies until it sees llama-server close one: either by the check before
+    # reuse, or, when the close is still in flight at that moment, by the one retry it
+    # causes. From then on it keeps no connection after a streamed reply. Before the check
+    # nearly every reused connection was written to twice; now at most the one that taught
+    # the transport is.
     url = f"http://127.0.0.1:{llama.port}/v1"
     results, _, _, transport = await run(llama, research(), TOPICS, backend=url, stream=True)
     assert all(r.status == "ok" for r in results)
     counters = transport.statistics()
-    assert counters.closed_by_peer > 0
-    assert counters.retries <= counters.closed_by_peer
+    assert counters.closed_by_peer + counters.retries > 0  # the close was seen, one way
+    assert counters.retries <= 1
 
 
 async def test_defect_6_a_reply_over_the_cap_fails_typed(llama: LlamaServer) -> None:

@@ -41,6 +41,7 @@ the adaptive limit does.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import random
@@ -73,16 +74,17 @@ from ._core.loop import AgentLoop, RunState
 from ._core.messages import Message, ModelParams, ToolSpec, Usage
 from ._core.retry import RetryPolicy
 from ._fallback import FallbackRequests
+from ._feed import Feed
 from ._generate import Generation, GenerationStream, build_call
 from ._generate import generate as _generate
 from ._generate import generate_stream as _generate_stream
 from ._model_client import ModelClient
 from ._observe.log import DRIVER
-from ._observe.observer import Observer
+from ._observe.observer import CURRENT_RUN, Observer
 from ._rate_limiter import RateLimiter
-from ._requests import ModelRequests
+from ._requests import Granted, ModelRequests
 from ._results import Group, Result, ResultStream, Run, RunTimings, Status
-from ._slot_limiter import SlotLimiter
+from ._slot_limiter import Parked, SlotLimiter
 from ._stats import DriverStatistics
 from ._steps import (
     StepChannel,
@@ -139,6 +141,9 @@ class Driver:
         )
         self._rates = self._requests.rates
         """The primary backend's request and token budgets."""
+        self._parker: ModelRequests | None = self._requests
+        """Where runs of result streams park for a slot without a task (``None`` with model
+        fallback, whose runs wait in their tasks)."""
         if fallbacks:
             self._requests = _fallback_requests(
                 self._requests,
@@ -147,6 +152,7 @@ class Driver:
                 fallback_policy or FallbackPolicy(),
                 (retry, rng),
             )
+            self._parker = None
         self._everything = Group()
         """Runs of :meth:`run`, and the flag of :meth:`cancel`."""
         self._groups: set[Group] = set()
@@ -213,6 +219,7 @@ class Driver:
         end: Finish | Abort | None = None
         try:
             effects = _first_effects(loop)
+            assert run.scope is not None  # a run's task is not parked
             with run.scope:
                 end = await self._drive(run, effects)
         finally:
@@ -222,11 +229,12 @@ class Driver:
     def _open_run(
         self, loop: AgentLoop, index: int, deadline: float | None, group: Group | None
     ) -> Run:
-        scope = trio.CancelScope(deadline=math.inf if deadline is None else deadline)
-        run = Run(index, loop, scope, trio.current_time())
+        deadline = math.inf if deadline is None else deadline
+        run = Run(index, loop, trio.CancelScope(deadline=deadline), trio.current_time(), deadline)
         run.deps = self._deps
         if self._observer is not None:
             self._observer.run_started(index, run.started)
+            CURRENT_RUN.set(index)
         # A run is listed once: in its stream's group, or (runs of ``run()``) in everything.
         owner = self._everything if group is None else group
         owner.runs.add(run)
@@ -244,7 +252,19 @@ class Driver:
     def _close_run(self, run: Run, group: Group | None) -> None:
         (self._everything if group is None else group).runs.discard(run)
 
-    async def _drive(self, run: Run, effects: tuple[Effect, ...]) -> Finish | Abort:
+    async def _drive(
+        self,
+        run: Run,
+        effects: tuple[Effect, ...],
+        feed: Feed | None = None,
+        granted: Granted | None = None,
+    ) -> Finish | Abort | None:
+        """Perform ``effects`` and what follows them until the loop ends (its last effect is
+        returned) or, with a ``feed``, until the run parks for a slot (``None``).
+
+        ``granted``: the slot (and rate reservation) for ``effects``, a single ``CallModel``
+        whose run was parked.
+        """
         loop = run.loop
         while True:
             if len(effects) == 1:
@@ -255,7 +275,26 @@ class Driver:
                 event: Event
                 if isinstance(effect, CallModel):
                     run.pending_model = effect
-                    if run.guard is None:
+                    if feed is not None:
+                        assert self._parker is not None
+                        if granted is None:
+                            if run.guard is not None:
+                                await run.guard.before_request()
+                            got = await self._parker.park(
+                                effect, run, functools.partial(self._wake, run, feed)
+                            )
+                            if isinstance(got, Parked):
+                                # The task ends here; the line wakes the run in a new one.
+                                run.parked = got
+                                run.scope = None
+                                feed.parked(got, run.deadline)
+                                return None
+                            granted = got
+                        event = await self._parker.send(effect, run, None, granted)
+                        granted = None
+                        if run.guard is not None:
+                            run.guard.after_request(event)
+                    elif run.guard is None:
                         event = await self._requests.send(effect, run)
                     else:
                         event = await self._send_budgeted(run, effect)
@@ -491,6 +530,12 @@ class Driver:
                     nursery.cancel_scope.cancel()
         finally:
             self._groups.discard(group)
+            # Left early: runs still parked in the slot line leave it (their feed is gone).
+            for run in group.runs:
+                parked = run.parked
+                if parked is not None:
+                    run.parked = None
+                    parked.withdraw()
 
     async def _feed(
         self,
@@ -501,7 +546,12 @@ class Driver:
         send: trio.MemorySendChannel[Result],
     ) -> None:
         active = trio.CapacityLimiter(max_active) if max_active is not None else None
+        # The feed's delivering task sends every result; ``send`` is closed once the nursery
+        # has waited for it and for every run.
         async with send, trio.open_nursery() as nursery:
+            feed = Feed(
+                nursery, send, active, group, self._go, self._limiter.statistics().max_inflight
+            )
             for index, loop in enumerate(loops):
                 # Once cancelled, the remaining runs start without waiting for room: each
                 # ends at once with a ``cancelled`` result.
@@ -516,50 +566,103 @@ class Driver:
                             assert active is not None
                             active.release_on_behalf_of(index)
                         self._ends["failed"] += 1
-                        await send.send(_not_started(loop, index, refused, trio.current_time()))
+                        feed.started()
+                        feed.ended(_not_started(loop, index, refused, trio.current_time()))
                         continue
-                # ``send`` itself is closed once the nursery has waited for every run, so
-                # the runs share it (a clone per run would cost a checkpoint to close).
-                nursery.start_soon(
-                    self._run_and_send,
-                    loop,
-                    index,
-                    timeout,
-                    group,
-                    send,
-                    active if holds else None,
-                )
+                deadline = None if timeout is None else trio.current_time() + timeout
+                run = self._open_run(loop, index, deadline, group)
+                run.admitted = holds
+                feed.started()
+                self._start(run, feed)
+            feed.fed()
 
-    async def _run_and_send(  # noqa: PLR0917 - private, called positionally by start_soon
+    def _start(self, run: Run, feed: Feed) -> None:
+        """Start a stream's run: park its first request at once when nothing has to be
+        awaited before the slot line, else hand it to a worker."""
+        parker = self._parker
+        if (
+            parker is None
+            or run.guard is not None
+            or run.steps is not None
+            or run.cancelled
+            or parker.rates.budget.limited
+        ):
+            feed.push(run, feed, None, None, False)
+            return
+        effects = _first_effects(run.loop)
+        if len(effects) != 1 or not isinstance(effects[0], CallModel):
+            feed.push(run, feed, effects, None, False)
+            return
+        call = run.pending_model = effects[0]
+        got = parker.park_now(call, run, functools.partial(self._wake, run, feed))
+        if isinstance(got, Parked):
+            run.parked = got
+            run.scope = None
+            feed.parked(got, run.deadline)
+        else:
+            feed.push(run, feed, effects, got, False)
+
+    def _wake(self, run: Run, feed: Feed, granted: Granted | None) -> None:
+        """A parked run was granted a slot (or withdrawn: ``None``): a worker carries it on."""
+        run.parked = None
+        call = run.pending_model
+        assert call is not None
+        feed.push(run, feed, (call,), granted, granted is None)
+
+    async def _go(
         self,
-        loop: AgentLoop,
-        index: int,
-        timeout: float | None,
-        group: Group,
-        send: trio.MemorySendChannel[Result],
-        active: trio.CapacityLimiter | None,
+        run: Run,
+        feed: Feed,
+        effects: tuple[Effect, ...] | None,
+        granted: Granted | None,
+        woken: bool,
     ) -> None:
-        # ``_run`` spelled out here: one coroutine frame fewer per agent, resumed at every
-        # task switch of the run and kept in memory while it waits.
+        """Carry a stream's run from its start (``effects`` ``None``) or from the slot line
+        (``effects`` is its pending request; ``woken`` without a slot means cancelled or past
+        its deadline) until it ends (its result is handed to the feed) or parks again."""
+        end: Finish | Abort | None = None
+        parked = False
         try:
-            deadline = None if timeout is None else trio.current_time() + timeout
-            run = self._open_run(loop, index, deadline, group)
-            end: Finish | Abort | None = None
             try:
-                effects = _first_effects(loop)
-                with run.scope:
-                    end = await self._drive(run, effects)
+                scope = run.scope
+                if scope is None:
+                    scope = run.scope = trio.CancelScope(deadline=run.deadline)
+                    if run.cancelled:
+                        scope.cancel()
+                if self._observer is not None:
+                    CURRENT_RUN.set(run.index)
+                with scope:
+                    if woken:
+                        await trio.lowlevel.checkpoint()
+                    if effects is None:
+                        effects = _first_effects(run.loop)
+                    end = await self._drive(
+                        run, effects, None if self._parker is None else feed, granted
+                    )
+                    parked = end is None
             finally:
-                self._close_run(run, group)
+                if not parked:
+                    self._close_run(run, feed.group)
+            if parked:
+                return
             result = self._result(run, end)
             if self._observer is not None:
                 self._observed(result)
             if run.steps is not None:
                 await run.steps.settle()
-        finally:
-            if active is not None:
-                active.release_on_behalf_of(index)
-        await send.send(result)
+        except BaseException:
+            if not parked:
+                self._admitted(run, feed)
+                feed.dropped()
+            raise
+        self._admitted(run, feed)
+        feed.ended(result)
+
+    @staticmethod
+    def _admitted(run: Run, feed: Feed) -> None:
+        if run.admitted:
+            assert feed.active is not None
+            feed.active.release_on_behalf_of(run.index)
 
     def _close(self) -> None:
         self.cancel()
@@ -755,6 +858,7 @@ class Driver:
         end: Finish | Abort | None = None
         try:
             effects = _first_effects(loop)
+            assert run.scope is not None  # a run's task is not parked
             with run.scope:
                 end = await self._drive(run, effects)
         finally:

@@ -27,6 +27,7 @@ import trio
 from ._codecs.codec import Delta
 from ._core.events import CallModel, ErrorKind, ModelError, ModelFailed, ModelResponded
 from ._core.messages import Usage
+from ._core.ratebudget import Reservation
 from ._core.rejection import repeated_rejection
 from ._core.retry import RetryPolicy
 from ._deltas import stream_exchange
@@ -35,11 +36,14 @@ from ._observe.log import DRIVER
 from ._observe.observer import Observer
 from ._rate_limiter import RateLimiter
 from ._results import Run
-from ._slot_limiter import SlotLimiter
+from ._slot_limiter import Parked, Slot, SlotLimiter
 from ._stats import RequestStats, RequestTotals
 from ._steps import ModelReplied, RequestFailed, RequestStarted, RetryScheduled, step_deltas
 
 __all__ = ["ModelRequests"]
+
+Granted = tuple[Slot, Reservation | None]
+"""A slot taken for a request's first attempt, with its rate reservation."""
 
 _OVERLOAD_KINDS = frozenset({ErrorKind.RATE_LIMITED, ErrorKind.OVERLOADED})
 _LOG = DRIVER
@@ -109,13 +113,58 @@ class ModelRequests:
         self.observer: Observer | None = None
         """Told about slot waits, attempts and back-offs (``None``: nobody listens)."""
 
+    async def park(
+        self, call: CallModel, run: Run, resume: Callable[[Granted | None], object]
+    ) -> Granted | Parked:
+        """Queue the first attempt of ``call`` for a slot without holding the task.
+
+        Waits for what comes before the slot line (step events to settle, the rate budget),
+        then takes a free slot (returned, with the rate reservation: pass it to :meth:`send`
+        as ``granted``) or parks ``resume`` in the line: it is called with the slot and the
+        reservation once one is granted, or with ``None`` when the parked waiter is withdrawn
+        (its charge is given back then).
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if run.steps is not None:
+            await run.steps.settle()
+        return self.park_now(call, run, resume, await self.rates.reserve(call))
+
+    def park_now(
+        self,
+        call: CallModel,
+        run: Run,
+        resume: Callable[[Granted | None], object],
+        reservation: Reservation | None = None,
+    ) -> Granted | Parked:
+        """:meth:`park` once what comes before the slot line is done (or not needed: no step
+        events, no rate limit known), with the rate ``reservation`` made for it."""
+        rates = self.rates
+        if self.observer is not None:
+            self.observer.queued(call, run.index, trio.current_time())
+
+        def granted(slot: Slot | None) -> None:
+            if slot is None:
+                rates.unsent(reservation)
+                resume(None)
+            else:
+                resume((slot, reservation))
+
+        slot = self._limiter.park(run.index, call.hints.priority, granted)
+        return (slot, reservation) if isinstance(slot, Slot) else slot
+
     async def send(
-        self, call: CallModel, run: Run | None, sink: StreamSink | None = None
+        self,
+        call: CallModel,
+        run: Run | None,
+        sink: StreamSink | None = None,
+        granted: Granted | None = None,
     ) -> ModelResponded | ModelFailed:
         """Make ``call`` through a slot, retrying as the policy allows; record its statistics.
 
         With ``sink``, each attempt is streamed into it, and a failure after a delta was
         delivered is final. A run with step events (``run.steps``) reports each step there.
+        ``granted``: the slot and rate reservation of the first attempt, from :meth:`park`
+        (the slot is given back on every way out).
         """
         steps = None if run is None else run.steps
         limiter = self._limiter
@@ -129,16 +178,20 @@ class ModelRequests:
         previous: ModelError | None = None
         rates = self.rates
         while True:
-            if steps is not None:
-                await steps.settle()
-            reservation = await rates.reserve(call)
-            if observer is not None:
-                observer.queued(call, None if run is None else run.index, trio.current_time())
-            try:
-                slot = await limiter.slot(owner, priority)
-            except BaseException:
-                rates.unsent(reservation)
-                raise
+            if granted is not None:
+                slot, reservation = granted
+                granted = None
+            else:
+                if steps is not None:
+                    await steps.settle()
+                reservation = await rates.reserve(call)
+                if observer is not None:
+                    observer.queued(call, None if run is None else run.index, trio.current_time())
+                try:
+                    slot = await limiter.slot(owner, priority)
+                except BaseException:
+                    rates.unsent(reservation)
+                    raise
             if reservation is None and rates.budget.limited:
                 # Limits became known (a reply's headers, a 429) while this request queued
                 # for its slot: give the slot back and wait for budget first, holding none.

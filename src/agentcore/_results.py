@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, Literal
 
@@ -13,6 +14,7 @@ from ._core.budgets import BudgetExceeded
 from ._core.events import AbortReason, CallModel
 from ._core.loop import AgentLoop
 from ._core.messages import Message, Usage
+from ._slot_limiter import Parked
 
 __all__ = ["Group", "OutputT", "Result", "ResultStream", "Run", "RunTimings", "Status"]
 
@@ -87,9 +89,15 @@ class Run:
 
     index: int
     loop: AgentLoop
-    scope: trio.CancelScope
+    scope: trio.CancelScope | None
+    """The cancel scope of the run's task (``None`` while it has none: parked for a slot)."""
     started: float
+    deadline: float = math.inf
     cancelled: bool = False
+    parked: Parked | None = None
+    """The run's place in the slot line while it waits there without a task."""
+    admitted: bool = False
+    """The run holds room in its stream's ``max_active`` limiter."""
     pending_model: CallModel | None = None
     turns: int = 0
     attempts: int = 0
@@ -131,7 +139,12 @@ class Run:
 
     def cancel(self) -> None:
         self.cancelled = True
-        self.scope.cancel()
+        if self.scope is not None:
+            self.scope.cancel()
+        parked = self.parked
+        if parked is not None:
+            self.parked = None
+            parked.withdraw()  # wakes the run with no slot: it ends as cancelled
 
     def tool_started(self) -> None:
         if self.tools_running == 0:

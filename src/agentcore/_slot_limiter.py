@@ -10,11 +10,16 @@ be lost: once a task has been rescheduled its wait cannot be aborted by a cancel
 task cancelled before being granted is withdrawn from the line in its abort callback. A task
 waiting in line is parked directly on trio's wait (:meth:`SlotLimiter.slot`), without a
 coroutine frame of the limiter's own.
+
+A waiter may also be *parked* (:meth:`SlotLimiter.park`): it is a callback in line, with no
+task behind it. When a slot is granted to it the callback is called with the slot (from the
+task that released it; it must not block: the driver starts a task there); when it is taken
+out of line (:meth:`Parked.withdraw`) the callback is called with ``None``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Hashable
+from collections.abc import Awaitable, Callable, Hashable
 
 import attrs
 import outcome
@@ -22,7 +27,7 @@ import trio
 
 from ._core.slots import AdaptiveLimit, SlotPolicy, SlotQueue
 
-__all__ = ["Slot", "SlotLimiter", "SlotStatistics"]
+__all__ = ["Parked", "Slot", "SlotLimiter", "SlotStatistics"]
 
 
 @attrs.frozen
@@ -63,7 +68,7 @@ class Slot:
 @attrs.define(eq=False)
 class _Waiter:
     task: trio.lowlevel.Task
-    queue: SlotQueue[_Waiter]
+    queue: SlotQueue[_Waiter | Parked]
     owner: Hashable
     asked_at: float
 
@@ -72,6 +77,34 @@ class _Waiter:
         # been rescheduled already).
         self.queue.withdraw(self)
         return trio.lowlevel.Abort.SUCCEEDED
+
+    def granted(self, slot: Slot) -> None:
+        trio.lowlevel.reschedule(self.task, outcome.Value(slot))
+
+
+@attrs.define(eq=False)
+class Parked:
+    """A waiter in line with no task behind it (see :meth:`SlotLimiter.park`)."""
+
+    queue: SlotQueue[_Waiter | Parked]
+    owner: Hashable
+    asked_at: float
+    on_grant: Callable[[Slot | None], object] | None
+
+    def granted(self, slot: Slot) -> None:
+        on_grant, self.on_grant = self.on_grant, None
+        assert on_grant is not None
+        on_grant(slot)
+
+    def withdraw(self) -> bool:
+        """Take the waiter out of line and call its callback with ``None``. ``False`` (and no
+        call) when it was no longer in line."""
+        if not self.queue.withdraw(self):
+            return False
+        on_grant, self.on_grant = self.on_grant, None
+        assert on_grant is not None
+        on_grant(None)
+        return True
 
 
 class SlotLimiter:
@@ -87,7 +120,7 @@ class SlotLimiter:
     def __init__(
         self, max_inflight: int, *, policy: SlotPolicy = "fifo", adaptive: bool = False
     ) -> None:
-        self._queue: SlotQueue[_Waiter] = SlotQueue(max_inflight, policy)
+        self._queue: SlotQueue[_Waiter | Parked] = SlotQueue(max_inflight, policy)
         self._max_inflight = max_inflight
         self._adaptive = AdaptiveLimit(max_inflight) if adaptive else None
         self._holders: dict[int, Slot] = {}
@@ -131,6 +164,24 @@ class SlotLimiter:
         waiter = _Waiter(trio.lowlevel.current_task(), queue, owner, trio.current_time())
         queue.enqueue(waiter, priority)
         return trio.lowlevel.wait_task_rescheduled(waiter.abort)
+
+    def park(
+        self, owner: Hashable, priority: int, on_grant: Callable[[Slot | None], object]
+    ) -> Slot | Parked:
+        """Take a free slot at once, or put ``on_grant`` in line with no task behind it.
+
+        Returns the slot when one was free (``on_grant`` is not called), else the
+        :class:`Parked` waiter: ``on_grant`` is later called once, with the granted slot
+        (from the task that released it, so it must not block), or with ``None`` if the
+        waiter is withdrawn first.
+        """
+        queue = self._queue
+        now = trio.current_time()
+        if queue.try_acquire():
+            return self._grant(owner, now, now)
+        parked = Parked(queue, owner, now, on_grant)
+        queue.enqueue(parked, priority)
+        return parked
 
     async def _take_free(self, owner: Hashable) -> Slot:
         await trio.lowlevel.checkpoint_if_cancelled()
@@ -176,8 +227,7 @@ class SlotLimiter:
         if woken:
             now = trio.current_time() if now is None else now
             for waiter in woken:
-                granted = self._grant(waiter.owner, waiter.asked_at, now)
-                trio.lowlevel.reschedule(waiter.task, outcome.Value(granted))
+                waiter.granted(self._grant(waiter.owner, waiter.asked_at, now))
 
     def _grant(self, owner: Hashable, asked_at: float, granted_at: float) -> Slot:
         epoch = self._adaptive.epoch if self._adaptive is not None else 0

@@ -18,10 +18,15 @@ running tools).
 - ``request_ended``: the request's final outcome (after its last attempt).
 - ``tool_started`` / ``tool_ended``: one tool execution (shared by ``waiters`` calls when
   coalesced); ``tool_joined``: a call joined an execution already running.
+
+Hooks without a run index (the tool hooks) find the run they belong to in ``CURRENT_RUN``:
+the driver sets it in each task that carries a run (a stream's worker sets it whenever it
+takes up a run), and trio copies it into the tasks a run starts.
 """
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -30,7 +35,12 @@ if TYPE_CHECKING:
     from .._model_client import Exchange
     from .._results import Result
 
-__all__ = ["Observer", "Observers", "combine"]
+__all__ = ["CURRENT_RUN", "Observer", "Observers", "combine"]
+
+CURRENT_RUN: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "agentcore_run", default=None
+)
+"""The index of the run the current task is carrying (set only while an observer listens)."""
 
 
 class Observer(Protocol):

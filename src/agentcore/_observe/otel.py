@@ -23,15 +23,15 @@ Spans, with trio times turned into wall-clock nanoseconds:
   ``agentcore.tool.waiters``. Each run whose call joined an execution already running gets its
   own ``execute_tool`` span linked to that one execution.
 
-The run a hook belongs to is found through a context variable set in the run's task:
-trio copies the context into tasks a run spawns (parallel tool calls, and the shared tool
-execution, which the first caller's task starts), so they see it too. What is kept is bounded
+The run a tool hook belongs to is found through the driver's ``CURRENT_RUN`` context
+variable (see :mod:`agentcore._observe.observer`): trio copies the context into tasks a run
+spawns (parallel tool calls, and the shared tool execution, which the first caller's task
+starts), so they see it too. What is kept is bounded
 by what is in flight: open runs, open requests, running executions.
 """
 
 from __future__ import annotations
 
-import contextvars
 import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -39,6 +39,8 @@ from urllib.parse import urlsplit
 import trio
 from opentelemetry import trace
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+
+from .observer import CURRENT_RUN
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
@@ -48,8 +50,6 @@ if TYPE_CHECKING:
     from .._results import Result
 
 __all__ = ["OtelObserver"]
-
-_RUN: contextvars.ContextVar[Span | None] = contextvars.ContextVar("agentcore_run", default=None)
 
 
 class OtelObserver:
@@ -91,7 +91,10 @@ class OtelObserver:
             attributes={"gen_ai.operation.name": "invoke_agent", "agentcore.agent.index": index},
         )
         self._runs[index] = span
-        _RUN.set(span)
+
+    def _current_run(self) -> Span | None:
+        index = CURRENT_RUN.get()
+        return None if index is None else self._runs.get(index)
 
     def run_ended(self, result: Result, now: float) -> None:
         span = self._runs.pop(result.index, None)
@@ -111,7 +114,7 @@ class OtelObserver:
     def queued(self, call: CallModel, run: int | None, now: float) -> None:
         if call.request_id in self._requests:
             return  # a retry: the request's span is open already
-        parent = _RUN.get()
+        parent = self._runs.get(run) if run is not None else self._current_run()
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "chat",
             "gen_ai.request.model": self._model,
@@ -192,7 +195,7 @@ class OtelObserver:
     # -------------------------------------------------------------------- tools
 
     def _tool_span(self, name: str, now: float, links: list[Link] | None = None) -> Span:
-        parent = _RUN.get()
+        parent = self._current_run()
         return self._tracer.start_span(
             f"execute_tool {name}",
             context=trace.set_span_in_context(parent) if parent is not None else None,

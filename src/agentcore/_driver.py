@@ -530,12 +530,22 @@ class Driver:
                     nursery.cancel_scope.cancel()
         finally:
             self._groups.discard(group)
-            # Left early: runs still parked in the slot line leave it (their feed is gone).
-            for run in group.runs:
-                parked = run.parked
-                if parked is not None:
-                    run.parked = None
-                    parked.withdraw()
+            if group.feed is not None:
+                self._abandon(group)
+
+    def _abandon(self, group: Group) -> None:
+        """A stream was left with runs still going: runs parked in the slot line leave it, and
+        the slots granted to runs that no worker took up are given back (in that order, so
+        that no slot given back goes to a run of the same stream)."""
+        for run in group.runs:
+            parked = run.parked
+            if parked is not None:
+                run.parked = None
+                parked.withdraw()
+        for _, _, _, granted, _ in group.feed.abandon():
+            if granted is not None:
+                assert self._parker is not None
+                self._parker.unused(granted)
 
     async def _feed(
         self,
@@ -549,7 +559,7 @@ class Driver:
         # The feed's delivering task sends every result; ``send`` is closed once the nursery
         # has waited for it and for every run.
         async with send, trio.open_nursery() as nursery:
-            feed = Feed(
+            feed = group.feed = Feed(
                 nursery, send, active, group, self._go, self._limiter.statistics().max_inflight
             )
             for index, loop in enumerate(loops):

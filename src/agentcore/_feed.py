@@ -151,6 +151,15 @@ class Feed:
             self._hiring = True
             self._hirer_lot.unpark()
 
+    def abandon(self) -> list[tuple[Any, ...]]:
+        """The stream was left with runs still going: nothing will carry the runs in the
+        ready line; they are returned (the caller gives back the slots granted to them)."""
+        self._fed = True
+        self.live = 0
+        ready = list(self._ready)
+        self._ready.clear()
+        return ready
+
     async def _hire(self) -> None:
         ready = self._ready
         with self._hirer:

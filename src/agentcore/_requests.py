@@ -152,6 +152,12 @@ class ModelRequests:
         slot = self._limiter.park(run.index, call.hints.priority, granted)
         return (slot, reservation) if isinstance(slot, Slot) else slot
 
+    def unused(self, granted: Granted) -> None:
+        """Give back a slot from :meth:`park` that no attempt used, and its rate charge."""
+        slot, reservation = granted
+        self._limiter.release(slot)
+        self.rates.unsent(reservation)
+
     async def send(
         self,
         call: CallModel,

@@ -172,6 +172,8 @@ class Group:
     """The ``deps`` of the group's runs (``None``: the driver's)."""
     describe: Callable[[int], tuple[int, Any]] | None = None
     """Maps a run's index to its input's index and the input (called once per run)."""
+    feed: Any = None
+    """The ``Feed`` carrying the runs of a result stream."""
 
     def cancel(self) -> None:
         self.cancelled = True

@@ -1,0 +1,168 @@
+"""Runs of a stream wait for a slot without a task: parked in the slot line as data.
+
+What must hold whatever carries them: a queued run keeps no task, is served in line order, is
+cancelled and times out while queued exactly as a run with a task would, and leaves the line
+(and its rate charge) when its stream is left early.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+
+from agentcore import open_driver
+from agentcore.core import CallModel
+from agentcore.testing import ScriptedModel
+from tests.driver.helpers import agent_of, make_loop, task_census
+
+
+class GatedModel(ScriptedModel):
+    """Answers once ``gate`` is set; counts the calls it is working on."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda call: "done")
+        self.gate = trio.Event()
+        self.working = 0
+
+    async def exchange(self, call: CallModel) -> Any:
+        self.working += 1
+        try:
+            await self.gate.wait()
+            return await super().exchange(call)
+        finally:
+            self.working -= 1
+
+
+async def test_runs_queued_for_a_slot_keep_no_task() -> None:
+    model = GatedModel()
+    async with open_driver(model, max_inflight=4) as driver:
+        baseline = task_census()
+        async with driver.stream(make_loop(i) for i in range(200)) as results:
+            while model.working < 4:
+                await trio.sleep(0.01)
+            assert driver.limiter.statistics().waiting == 196
+            # 4 runs hold a slot (a task each) plus the stream's own few tasks; the 196
+            # runs in line have none.
+            assert task_census() - baseline <= 4 + 4
+            model.gate.set()
+            statuses = [r.status async for r in results]
+        assert statuses == ["ok"] * 200
+        assert task_census() == baseline
+
+
+async def test_queued_runs_are_served_in_line_order(autojump_clock: Any) -> None:
+    model = ScriptedModel(lambda call: "done", latency=1.0)
+    async with (
+        open_driver(model, max_inflight=2) as driver,
+        driver.stream(make_loop(i) for i in range(10)) as results,
+    ):
+        ended = {r.index: trio.current_time() async for r in results}
+    assert [agent_of(call) for call in model.calls] == list(range(10))
+    assert ended == {i: pytest.approx(1.0 + i // 2) for i in range(10)}
+
+
+async def test_a_queued_run_times_out_at_its_deadline_while_in_line(
+    autojump_clock: Any,
+) -> None:
+    model = ScriptedModel(lambda call: "slow answer", latency=10.0)
+    async with open_driver(model, max_inflight=1) as driver:
+        ended: dict[int, float] = {}
+        async with driver.stream((make_loop(i) for i in range(4)), timeout=3.0) as results:
+            async for result in results:
+                ended[result.index] = trio.current_time()
+                if result.index:
+                    assert result.status == "failed"
+                    assert result.error is not None
+                    assert result.error.kind.value == "model_failed"
+                    assert "deadline" in str(result.error)
+    # The slot holder times out too (its exchange takes 10 s); every queued run ends at its
+    # own deadline, not when a slot frees.
+    assert ended == {0: pytest.approx(3.0), 1: pytest.approx(3.0), 2: pytest.approx(3.0),
+                     3: pytest.approx(3.0)}  # fmt: skip
+    assert driver.limiter.statistics().waiting == 0
+
+
+async def test_deadlines_of_runs_queued_at_different_times_each_fire_on_time(
+    autojump_clock: Any,
+) -> None:
+    # Runs 0-1 answer; run 1's second request queues later than the others' first ones.
+    model = ScriptedModel(lambda call: "done", latency=2.0)
+    async with open_driver(model, max_inflight=1) as driver:
+        ended: dict[int, tuple[str, float]] = {}
+        async with driver.stream((make_loop(i) for i in range(5)), timeout=5.0) as results:
+            async for result in results:
+                ended[result.index] = (result.status, trio.current_time())
+    assert ended[0] == ("ok", pytest.approx(2.0))
+    assert ended[1] == ("ok", pytest.approx(4.0))
+    # Run 2 got the slot at 4 s and is cut at its 5 s deadline; 3 and 4 never got one.
+    for index in (2, 3, 4):
+        assert ended[index] == ("failed", pytest.approx(5.0))
+
+
+async def test_cancelling_a_stream_ends_queued_runs_at_once(autojump_clock: Any) -> None:
+    model = ScriptedModel(lambda call: "slow answer", latency=10.0)
+    async with open_driver(model, max_inflight=2) as driver:
+        async with driver.stream(make_loop(i) for i in range(50)) as results:
+            await trio.sleep(1.0)
+            results.cancel()
+            received = [r async for r in results]
+        assert trio.current_time() == pytest.approx(1.0)
+        assert sorted(r.index for r in received) == list(range(50))
+        assert {r.status for r in received} == {"cancelled"}
+        assert sorted(r.turns for r in received) == [0] * 48 + [1, 1]
+        stats = driver.limiter.statistics()
+        assert (stats.in_use, stats.waiting) == (0, 0)
+
+
+async def test_leaving_a_stream_early_takes_its_queued_runs_out_of_the_line(
+    autojump_clock: Any,
+) -> None:
+    model = ScriptedModel(lambda call: "answer", latency=1.0)
+    async with open_driver(model, max_inflight=2) as driver:
+        baseline = task_census()
+        async with driver.stream(make_loop(i) for i in range(30)) as results:
+            async for _ in results:
+                break
+        stats = driver.limiter.statistics()
+        assert (stats.in_use, stats.waiting) == (0, 0)
+        assert task_census() == baseline
+        # The line is usable afterwards: a new stream on the same driver runs to the end.
+        async with driver.stream(make_loop(i) for i in range(6)) as results:
+            assert sorted([r.status async for r in results]) == ["ok"] * 6
+
+
+async def test_a_slow_consumer_does_not_hold_the_slots_back(autojump_clock: Any) -> None:
+    # Results wait for the consumer; the runs that produced them do not, so the remaining
+    # runs keep using the slots meanwhile.
+    model = ScriptedModel(lambda call: "done", latency=1.0)
+    async with (
+        open_driver(model, max_inflight=2) as driver,
+        driver.stream(make_loop(i) for i in range(10)) as results,
+    ):
+        await trio.sleep(100.0)  # consume nothing while every run could finish
+        assert len(model.calls) == 10
+        done = trio.current_time()
+        received = [r.index async for r in results]
+        assert trio.current_time() == done
+    assert sorted(received) == list(range(10))
+
+
+async def test_queued_runs_give_back_their_rate_charge_when_cancelled(
+    autojump_clock: Any,
+) -> None:
+    model = ScriptedModel(lambda call: "slow answer", latency=10.0)
+    async with open_driver(model, max_inflight=1, requests_per_minute=600) as driver:
+        async with driver.stream(make_loop(i) for i in range(5)) as results:
+            await trio.sleep(0.5)
+            results.cancel()
+            statuses = [r.status async for r in results]
+        assert statuses == ["cancelled"] * 5
+        # The 4 queued requests were charged and never sent: their charge came back, so the
+        # next requests pass without waiting for budget.
+        start = trio.current_time()
+        async with driver.stream(make_loop(i) for i in range(4)) as results:
+            assert [r.status async for r in results] == ["ok"] * 4
+        assert trio.current_time() - start == pytest.approx(40.0)
+        assert driver.statistics().rates.waits == 0

@@ -41,7 +41,6 @@ the adaptive limit does.
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import random
@@ -84,7 +83,7 @@ from ._observe.observer import CURRENT_RUN, Observer
 from ._rate_limiter import RateLimiter
 from ._requests import Granted, ModelRequests
 from ._results import Group, Result, ResultStream, Run, RunTimings, Status
-from ._slot_limiter import Parked, SlotLimiter
+from ._slot_limiter import Parked, Slot, SlotLimiter
 from ._stats import DriverStatistics
 from ._steps import (
     StepChannel,
@@ -280,9 +279,7 @@ class Driver:
                         if granted is None:
                             if run.guard is not None:
                                 await run.guard.before_request()
-                            got = await self._parker.park(
-                                effect, run, functools.partial(self._wake, run, feed)
-                            )
+                            got = await self._parker.park(effect, run, self._wake)
                             if isinstance(got, Parked):
                                 # The task ends here; the line wakes the run in a new one.
                                 run.parked = got
@@ -582,6 +579,7 @@ class Driver:
                 deadline = None if timeout is None else trio.current_time() + timeout
                 run = self._open_run(loop, index, deadline, group)
                 run.admitted = holds
+                run.feed = feed
                 feed.started()
                 self._start(run, feed)
             feed.fed()
@@ -604,7 +602,7 @@ class Driver:
             feed.push(run, feed, effects, None, False)
             return
         call = run.pending_model = effects[0]
-        got = parker.park_now(call, run, functools.partial(self._wake, run, feed))
+        got = parker.park_now(call, run, self._wake)
         if isinstance(got, Parked):
             run.parked = got
             run.scope = None
@@ -612,12 +610,18 @@ class Driver:
         else:
             feed.push(run, feed, effects, got, False)
 
-    def _wake(self, run: Run, feed: Feed, granted: Granted | None) -> None:
+    def _wake(self, run: Run, slot: Slot | None) -> None:
         """A parked run was granted a slot (or withdrawn: ``None``): a worker carries it on."""
         run.parked = None
         call = run.pending_model
-        assert call is not None
-        feed.push(run, feed, (call,), granted, granted is None)
+        assert call is not None and self._parker is not None
+        reservation, run.reservation = run.reservation, None
+        feed = run.feed
+        if slot is None:
+            self._parker.rates.unsent(reservation)
+            feed.push(run, feed, (call,), None, True)
+        else:
+            feed.push(run, feed, (call,), (slot, reservation), False)
 
     async def _go(
         self,

@@ -114,43 +114,38 @@ class ModelRequests:
         """Told about slot waits, attempts and back-offs (``None``: nobody listens)."""
 
     async def park(
-        self, call: CallModel, run: Run, resume: Callable[[Granted | None], object]
+        self, call: CallModel, run: Run, wake: Callable[[Run, Slot | None], object]
     ) -> Granted | Parked:
         """Queue the first attempt of ``call`` for a slot without holding the task.
 
         Waits for what comes before the slot line (step events to settle, the rate budget),
         then takes a free slot (returned, with the rate reservation: pass it to :meth:`send`
-        as ``granted``) or parks ``resume`` in the line: it is called with the slot and the
-        reservation once one is granted, or with ``None`` when the parked waiter is withdrawn
-        (its charge is given back then).
+        as ``granted``) or parks ``run`` in the line: ``wake(run, slot)`` is called once a
+        slot is granted, or ``wake(run, None)`` when the parked waiter is withdrawn; the rate
+        reservation waits in ``run.reservation`` (give it back with :meth:`unused` or
+        ``rates.unsent`` if the slot goes unused).
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         if run.steps is not None:
             await run.steps.settle()
-        return self.park_now(call, run, resume, await self.rates.reserve(call))
+        return self.park_now(call, run, wake, await self.rates.reserve(call))
 
     def park_now(
         self,
         call: CallModel,
         run: Run,
-        resume: Callable[[Granted | None], object],
+        wake: Callable[[Run, Slot | None], object],
         reservation: Reservation | None = None,
     ) -> Granted | Parked:
         """:meth:`park` once what comes before the slot line is done (or not needed: no step
         events, no rate limit known), with the rate ``reservation`` made for it."""
-        rates = self.rates
         if self.observer is not None:
             self.observer.queued(call, run.index, trio.current_time())
-
-        def granted(slot: Slot | None) -> None:
-            if slot is None:
-                rates.unsent(reservation)
-                resume(None)
-            else:
-                resume((slot, reservation))
-
-        slot = self._limiter.park(run.index, call.hints.priority, granted)
-        return (slot, reservation) if isinstance(slot, Slot) else slot
+        slot = self._limiter.park(run.index, call.hints.priority, wake, run)
+        if isinstance(slot, Slot):
+            return slot, reservation
+        run.reservation = reservation
+        return slot
 
     def unused(self, granted: Granted) -> None:
         """Give back a slot from :meth:`park` that no attempt used, and its rate charge."""

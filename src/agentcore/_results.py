@@ -98,6 +98,10 @@ class Run:
     """The run's place in the slot line while it waits there without a task."""
     admitted: bool = False
     """The run holds room in its stream's ``max_active`` limiter."""
+    feed: Any = None
+    """The ``Feed`` carrying the run (runs of a result stream)."""
+    reservation: Any = None
+    """The rate reservation of the request the run is parked with."""
     pending_model: CallModel | None = None
     turns: int = 0
     attempts: int = 0

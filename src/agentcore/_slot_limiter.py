@@ -11,15 +11,16 @@ task cancelled before being granted is withdrawn from the line in its abort call
 waiting in line is parked directly on trio's wait (:meth:`SlotLimiter.slot`), without a
 coroutine frame of the limiter's own.
 
-A waiter may also be *parked* (:meth:`SlotLimiter.park`): it is a callback in line, with no
-task behind it. When a slot is granted to it the callback is called with the slot (from the
-task that released it; it must not block: the driver starts a task there); when it is taken
-out of line (:meth:`Parked.withdraw`) the callback is called with ``None``.
+A waiter may also be *parked* (:meth:`SlotLimiter.park`): a callback and its subject in line,
+with no task behind them. When a slot is granted to it the callback is called with the subject
+and the slot (from the task that released it; it must not block: the driver hands the run to a
+worker there); when it is taken out of line (:meth:`Parked.withdraw`), with ``None``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Hashable
+from typing import Any
 
 import attrs
 import outcome
@@ -89,21 +90,26 @@ class Parked:
     queue: SlotQueue[_Waiter | Parked]
     owner: Hashable
     asked_at: float
-    on_grant: Callable[[Slot | None], object] | None
+    on_grant: Callable[[Any, Slot | None], object] | None
+    """Called once, with ``subject`` and the slot (``None``: withdrawn); then dropped, with
+    the subject, so a waiter kept elsewhere after its turn holds nothing of its own."""
+    subject: Any
 
     def granted(self, slot: Slot) -> None:
-        on_grant, self.on_grant = self.on_grant, None
+        on_grant, subject = self.on_grant, self.subject
+        self.on_grant = self.subject = None
         assert on_grant is not None
-        on_grant(slot)
+        on_grant(subject, slot)
 
     def withdraw(self) -> bool:
         """Take the waiter out of line and call its callback with ``None``. ``False`` (and no
         call) when it was no longer in line."""
         if not self.queue.withdraw(self):
             return False
-        on_grant, self.on_grant = self.on_grant, None
+        on_grant, subject = self.on_grant, self.subject
+        self.on_grant = self.subject = None
         assert on_grant is not None
-        on_grant(None)
+        on_grant(subject, None)
         return True
 
 
@@ -166,20 +172,25 @@ class SlotLimiter:
         return trio.lowlevel.wait_task_rescheduled(waiter.abort)
 
     def park(
-        self, owner: Hashable, priority: int, on_grant: Callable[[Slot | None], object]
+        self,
+        owner: Hashable,
+        priority: int,
+        on_grant: Callable[[Any, Slot | None], object],
+        subject: Any,
     ) -> Slot | Parked:
-        """Take a free slot at once, or put ``on_grant`` in line with no task behind it.
+        """Take a free slot at once, or put ``subject`` in line with no task behind it.
 
         Returns the slot when one was free (``on_grant`` is not called), else the
-        :class:`Parked` waiter: ``on_grant`` is later called once, with the granted slot
-        (from the task that released it, so it must not block), or with ``None`` if the
-        waiter is withdrawn first.
+        :class:`Parked` waiter: ``on_grant(subject, slot)`` is later called once, with the
+        granted slot (from the task that released it, so it must not block), or with
+        ``None`` if the waiter is withdrawn first. (A shared ``on_grant`` and the waiting
+        thing as ``subject`` cost no closure per wait.)
         """
         queue = self._queue
         now = trio.current_time()
         if queue.try_acquire():
             return self._grant(owner, now, now)
-        parked = Parked(queue, owner, now, on_grant)
+        parked = Parked(queue, owner, now, on_grant, subject)
         queue.enqueue(parked, priority)
         return parked
 

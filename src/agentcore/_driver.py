@@ -229,7 +229,9 @@ class Driver:
         self, loop: AgentLoop, index: int, deadline: float | None, group: Group | None
     ) -> Run:
         deadline = math.inf if deadline is None else deadline
-        run = Run(index, loop, trio.CancelScope(deadline=deadline), trio.current_time(), deadline)
+        # A stream's run gets its scope from the task that carries it (``_go``).
+        scope = None if group is not None else trio.CancelScope(deadline=deadline)
+        run = Run(index, loop, scope, trio.current_time(), deadline)
         run.deps = self._deps
         if self._observer is not None:
             self._observer.run_started(index, run.started)
@@ -605,7 +607,6 @@ class Driver:
         got = parker.park_now(call, run, self._wake)
         if isinstance(got, Parked):
             run.parked = got
-            run.scope = None
             feed.parked(got, run.deadline)
         else:
             feed.push(run, feed, effects, got, False)

@@ -44,6 +44,7 @@ from __future__ import annotations
 import logging
 import math
 import random
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
@@ -229,7 +230,7 @@ class Driver:
         self, loop: AgentLoop, index: int, deadline: float | None, group: Group | None
     ) -> Run:
         deadline = math.inf if deadline is None else deadline
-        # A stream's run gets its scope from the task that carries it (``_go``).
+        # A stream's run gets its scope from the worker that carries it (``_carry``).
         scope = None if group is not None else trio.CancelScope(deadline=deadline)
         run = Run(index, loop, scope, trio.current_time(), deadline)
         run.deps = self._deps
@@ -559,7 +560,7 @@ class Driver:
         # has waited for it and for every run.
         async with send, trio.open_nursery() as nursery:
             feed = group.feed = Feed(
-                nursery, send, active, group, self._go, self._limiter.statistics().max_inflight
+                nursery, send, active, group, self._carry, self._limiter.statistics().max_inflight
             )
             for index, loop in enumerate(loops):
                 # Once cancelled, the remaining runs start without waiting for room: each
@@ -624,51 +625,88 @@ class Driver:
         else:
             feed.push(run, feed, (call,), (slot, reservation), False)
 
-    async def _go(
+    async def _carry(self, ready: deque[tuple[Any, ...]]) -> None:
+        """A stream worker's turn: carry the runs of the ready line until it is empty.
+
+        Each item is a run and where it resumes: from its start (``effects`` ``None``) or
+        from the slot line (``effects`` is its pending request, with the ``granted`` slot, or
+        ``woken`` without one: cancelled or past its deadline). A run is carried until it
+        ends (its result goes to the feed) or parks again. The runs share one cancel scope,
+        which stands for the run being carried (``run.scope``, with its deadline) and is
+        replaced only once it has been cancelled: a scope per run would cost more than the
+        rest of a resumption.
+        """
+        while ready:
+            current: Run | None = None
+            feed: Feed | None = None
+            try:
+                with trio.CancelScope() as scope:
+                    while ready:
+                        run, feed, effects, granted, woken = ready.popleft()
+                        current = run
+                        end = await self._segment(run, feed, scope, effects, granted, woken)
+                        current = None
+                        if end is not None:
+                            await self._finish(run, feed, end)
+                        if scope.cancel_called:
+                            break
+                if current is not None:
+                    # The scope ended the run's segment: it was cancelled or its deadline
+                    # passed; the loop is told why in ``_result``.
+                    run, current = current, None
+                    assert feed is not None
+                    self._close_run(run, feed.group)
+                    await self._finish(run, feed, None)
+            except BaseException:
+                if current is not None:  # the stream is being left: no result
+                    assert feed is not None
+                    self._close_run(current, feed.group)
+                    self._admitted(current, feed)
+                    feed.dropped()
+                raise
+
+    async def _segment(  # noqa: PLR0917 - private, one call site
         self,
         run: Run,
         feed: Feed,
+        scope: trio.CancelScope,
         effects: tuple[Effect, ...] | None,
         granted: Granted | None,
         woken: bool,
-    ) -> None:
-        """Carry a stream's run from its start (``effects`` ``None``) or from the slot line
-        (``effects`` is its pending request; ``woken`` without a slot means cancelled or past
-        its deadline) until it ends (its result is handed to the feed) or parks again."""
-        end: Finish | Abort | None = None
-        parked = False
+    ) -> Finish | Abort | None:
+        """Drive ``run`` under ``scope`` until it ends (its last effect; the run is closed) or
+        parks (``None``)."""
+        run.scope = scope
+        deadline = run.deadline
+        if deadline != math.inf:
+            scope.deadline = deadline
+        if run.cancelled:
+            scope.cancel()
+        if self._observer is not None:
+            CURRENT_RUN.set(run.index)
+        if woken:
+            await trio.lowlevel.checkpoint()
+        if effects is None:
+            effects = _first_effects(run.loop)
+        end = await self._drive(run, effects, None if self._parker is None else feed, granted)
+        run.scope = None
+        if deadline != math.inf:
+            scope.deadline = math.inf
+        if end is not None:
+            self._close_run(run, feed.group)
+        return end
+
+    async def _finish(self, run: Run, feed: Feed, end: Finish | Abort | None) -> None:
+        """Hand a stream run's result to the feed (``end`` ``None``: it was interrupted)."""
         try:
-            try:
-                scope = run.scope
-                if scope is None:
-                    scope = run.scope = trio.CancelScope(deadline=run.deadline)
-                    if run.cancelled:
-                        scope.cancel()
-                if self._observer is not None:
-                    CURRENT_RUN.set(run.index)
-                with scope:
-                    if woken:
-                        await trio.lowlevel.checkpoint()
-                    if effects is None:
-                        effects = _first_effects(run.loop)
-                    end = await self._drive(
-                        run, effects, None if self._parker is None else feed, granted
-                    )
-                    parked = end is None
-            finally:
-                if not parked:
-                    self._close_run(run, feed.group)
-            if parked:
-                return
             result = self._result(run, end)
             if self._observer is not None:
                 self._observed(result)
             if run.steps is not None:
                 await run.steps.settle()
         except BaseException:
-            if not parked:
-                self._admitted(run, feed)
-                feed.dropped()
+            self._admitted(run, feed)
+            feed.dropped()
             raise
         self._admitted(run, feed)
         feed.ended(result)

@@ -58,7 +58,7 @@ class Feed:
         send: trio.MemorySendChannel[Any],
         active: trio.CapacityLimiter | None,
         group: Any,
-        carry: Callable[..., Awaitable[object]],
+        carry: Callable[[deque[tuple[Any, ...]]], Awaitable[object]],
         max_idle: int,
     ) -> None:
         self.nursery = nursery
@@ -138,7 +138,8 @@ class Feed:
     # ------------------------------------------------------------------ workers
 
     def push(self, *item: Any) -> None:
-        """Put a run that can go on in the ready line; ``carry(*item)`` will carry it."""
+        """Put a run that can go on in the ready line; a worker's ``carry(ready)`` will
+        carry it."""
         self._ready.append(item)
         if self._idle_workers:
             self._idle_workers -= 1
@@ -176,8 +177,8 @@ class Feed:
         ready, carry = self._ready, self._carry
         while True:
             self._woken -= 1
-            while ready:
-                await carry(*ready.popleft())
+            if ready:
+                await carry(ready)
             if (self._fed and self.live == 0) or self._idle_workers >= self._max_idle:
                 return
             self._idle_workers += 1

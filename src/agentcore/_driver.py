@@ -44,7 +44,6 @@ from __future__ import annotations
 import logging
 import math
 import random
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
@@ -230,7 +229,7 @@ class Driver:
         self, loop: AgentLoop, index: int, deadline: float | None, group: Group | None
     ) -> Run:
         deadline = math.inf if deadline is None else deadline
-        # A stream's run gets its scope from the worker that carries it (``_carry``).
+        # A stream's run gets its scope from the worker that carries it (``_work``).
         scope = None if group is not None else trio.CancelScope(deadline=deadline)
         run = Run(index, loop, scope, trio.current_time(), deadline)
         run.deps = self._deps
@@ -560,7 +559,7 @@ class Driver:
         # has waited for it and for every run.
         async with send, trio.open_nursery() as nursery:
             feed = group.feed = Feed(
-                nursery, send, active, group, self._carry, self._limiter.statistics().max_inflight
+                nursery, send, active, group, self._work, self._limiter.statistics().max_inflight
             )
             for index, loop in enumerate(loops):
                 # Once cancelled, the remaining runs start without waiting for room: each
@@ -625,8 +624,8 @@ class Driver:
         else:
             feed.push(run, feed, (call,), (slot, reservation), False)
 
-    async def _carry(self, ready: deque[tuple[Any, ...]]) -> None:
-        """A stream worker's turn: carry the runs of the ready line until it is empty.
+    async def _work(self, feed: Feed) -> None:
+        """The body of a stream's worker: carry the runs of the ready line, rest, repeat.
 
         Each item is a run and where it resumes: from its start (``effects`` ``None``) or
         from the slot line (``effects`` is its pending request, with the ``granted`` slot, or
@@ -634,67 +633,56 @@ class Driver:
         ends (its result goes to the feed) or parks again. The runs share one cancel scope,
         which stands for the run being carried (``run.scope``, with its deadline) and is
         replaced only once it has been cancelled: a scope per run would cost more than the
-        rest of a resumption.
+        rest of a resumption. (One frame for all of it: every frame between a worker and
+        its checkpoints is resumed at each task switch.)
         """
-        while ready:
-            current: Run | None = None
-            feed: Feed | None = None
-            try:
-                with trio.CancelScope() as scope:
-                    while ready:
-                        run, feed, effects, granted, woken = ready.popleft()
-                        current = run
-                        end = await self._segment(run, feed, scope, effects, granted, woken)
-                        current = None
-                        if end is not None:
-                            await self._finish(run, feed, end)
-                        if scope.cancel_called:
-                            break
-                if current is not None:
-                    # The scope ended the run's segment: it was cancelled or its deadline
-                    # passed; the loop is told why in ``_result``.
-                    run, current = current, None
-                    assert feed is not None
-                    self._close_run(run, feed.group)
-                    await self._finish(run, feed, None)
-            except BaseException:
-                if current is not None:  # the stream is being left: no result
-                    assert feed is not None
-                    self._close_run(current, feed.group)
-                    self._admitted(current, feed)
-                    feed.dropped()
-                raise
-
-    async def _segment(  # noqa: PLR0917 - private, one call site
-        self,
-        run: Run,
-        feed: Feed,
-        scope: trio.CancelScope,
-        effects: tuple[Effect, ...] | None,
-        granted: Granted | None,
-        woken: bool,
-    ) -> Finish | Abort | None:
-        """Drive ``run`` under ``scope`` until it ends (its last effect; the run is closed) or
-        parks (``None``)."""
-        run.scope = scope
-        deadline = run.deadline
-        if deadline != math.inf:
-            scope.deadline = deadline
-        if run.cancelled:
-            scope.cancel()
-        if self._observer is not None:
-            CURRENT_RUN.set(run.index)
-        if woken:
-            await trio.lowlevel.checkpoint()
-        if effects is None:
-            effects = _first_effects(run.loop)
-        end = await self._drive(run, effects, None if self._parker is None else feed, granted)
-        run.scope = None
-        if deadline != math.inf:
-            scope.deadline = math.inf
-        if end is not None:
-            self._close_run(run, feed.group)
-        return end
+        current: Run | None = None
+        try:
+            while True:
+                ready = feed.at_work()
+                while ready:
+                    with trio.CancelScope() as scope:
+                        while ready:
+                            run, _, effects, granted, woken = ready.popleft()
+                            current = run
+                            run.scope = scope
+                            deadline = run.deadline
+                            if deadline != math.inf:
+                                scope.deadline = deadline
+                            if run.cancelled:
+                                scope.cancel()
+                            if self._observer is not None:
+                                CURRENT_RUN.set(run.index)
+                            if woken:
+                                await trio.lowlevel.checkpoint()
+                            if effects is None:
+                                effects = _first_effects(run.loop)
+                            end = await self._drive(
+                                run, effects, None if self._parker is None else feed, granted
+                            )
+                            run.scope = None
+                            if deadline != math.inf:
+                                scope.deadline = math.inf
+                            current = None
+                            if end is not None:
+                                self._close_run(run, feed.group)
+                                await self._finish(run, feed, end)
+                            if scope.cancel_called:
+                                break
+                    if current is not None:
+                        # The scope ended the run's segment: it was cancelled or its deadline
+                        # passed; the loop is told why in ``_result``.
+                        run, current = current, None
+                        self._close_run(run, feed.group)
+                        await self._finish(run, feed, None)
+                if not await feed.rest():
+                    return
+        except BaseException:
+            if current is not None:  # the stream is being left: no result
+                self._close_run(current, feed.group)
+                self._admitted(current, feed)
+                feed.dropped()
+            raise
 
     async def _finish(self, run: Run, feed: Feed, end: Finish | Abort | None) -> None:
         """Hand a stream run's result to the feed (``end`` ``None``: it was interrupted)."""

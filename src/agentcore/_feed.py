@@ -8,14 +8,20 @@ it must wait for an inference slot it is *parked* in the slot line (``SlotLimite
 what waits in line is the run's state (its loop and pending request), not a task. A fresh run
 is parked by the feeder before any task touches it.
 
-The tasks are the feed's *workers*. A run that can go on (a fresh one, or one granted a slot
-in line) is pushed on the ready line; a worker takes it and carries it until it parks again
-or ends, then takes the next ready run, or waits idle for one. A push wakes an idle worker if
-there is one and starts a new worker otherwise, so a ready run never waits for a busy one
-(runs holding a granted slot must not). At most ``max_idle`` workers stay idle; the others
-end. So a batch of 100,000 agents waiting for 256 slots keeps about as many tasks as it has
-runs in flight (holding a slot or running tools), not 100,000, and a run going from the line
-to its slot costs a task switch, not a new task.
+The tasks are the feed's *workers* (``work(feed)``, the driver's, which calls
+:meth:`Feed.at_work` and :meth:`Feed.rest`). A run that can go on (a fresh one, or one
+granted a slot in line) is pushed on the ready line; a worker takes it and carries it until
+it parks again or ends, then takes the next ready run, or waits idle for one. A push wakes an
+idle worker if there is one. If every worker is busy, the pushing worker usually takes the
+run itself as soon as its own run parks or ends; the feed's *hirer* task, woken by the push,
+runs once the pushing task yields and starts a worker for each ready run still waiting then,
+so a ready run (holding a granted slot) never waits for a busy worker. At most ``max_idle``
+workers stay idle; the others end. So a batch of 100,000 agents waiting for 256 slots keeps
+about as many tasks as it has runs in flight (holding a slot or running tools), not 100,000,
+and a run going from the line to its slot costs at most a task switch, not a new task.
+
+Results are delivered by the feed's own task, in completion order, so a worker never waits
+for the consumer.
 
 A parked run has no cancel scope, so its deadline and its cancellation are applied here:
 
@@ -58,7 +64,7 @@ class Feed:
         send: trio.MemorySendChannel[Any],
         active: trio.CapacityLimiter | None,
         group: Any,
-        carry: Callable[[deque[tuple[Any, ...]]], Awaitable[object]],
+        work: Callable[[Feed], Awaitable[object]],
         max_idle: int,
     ) -> None:
         self.nursery = nursery
@@ -72,7 +78,7 @@ class Feed:
         self._send = send
         self._results: deque[Any] = deque()
         self._delivery = trio.lowlevel.ParkingLot()
-        self._carry = carry
+        self._work = work
         self._max_idle = max_idle
         self._ready: deque[tuple[Any, ...]] = deque()
         self._idle_workers = 0
@@ -138,8 +144,7 @@ class Feed:
     # ------------------------------------------------------------------ workers
 
     def push(self, *item: Any) -> None:
-        """Put a run that can go on in the ready line; a worker's ``carry(ready)`` will
-        carry it."""
+        """Put a run that can go on in the ready line; a worker will carry it."""
         self._ready.append(item)
         if self._idle_workers:
             self._idle_workers -= 1
@@ -171,18 +176,23 @@ class Feed:
                 # Runs that no woken worker is on its way to take.
                 for _ in range(len(ready) - self._woken):
                     self._woken += 1
-                    self.nursery.start_soon(self._work)
+                    self.nursery.start_soon(self._work, self)
 
-    async def _work(self) -> None:
-        ready, carry = self._ready, self._carry
-        while True:
-            self._woken -= 1
-            if ready:
-                await carry(ready)
-            if (self._fed and self.live == 0) or self._idle_workers >= self._max_idle:
-                return
-            self._idle_workers += 1
-            await self._lot.park()
+    def at_work(self) -> deque[tuple[Any, ...]]:
+        """A worker (started or woken) takes up its work: returns the ready line, whose
+        runs it carries until it is empty, then calls :meth:`rest`."""
+        self._woken -= 1
+        return self._ready
+
+    async def rest(self) -> bool:
+        """The ready line is empty: wait idle until woken (``True``: call :meth:`at_work`
+        again), or ``False`` at once when the worker should end (the stream is done, or
+        enough workers are idle already)."""
+        if (self._fed and self.live == 0) or self._idle_workers >= self._max_idle:
+            return False
+        self._idle_workers += 1
+        await self._lot.park()
+        return True
 
     # ------------------------------------------------------------------ deadlines
 

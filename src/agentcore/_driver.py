@@ -657,9 +657,13 @@ class Driver:
                                 await trio.lowlevel.checkpoint()
                             if effects is None:
                                 effects = _first_effects(run.loop)
-                            end = await self._drive(
+                            driving = self._drive(
                                 run, effects, None if self._parker is None else feed, granted
                             )
+                            # Not kept by this frame while the run goes on (a tool call may
+                            # last): the request and the slot are done with once sent.
+                            effects = granted = None
+                            end = await driving
                             run.scope = None
                             if deadline != math.inf:
                                 scope.deadline = math.inf

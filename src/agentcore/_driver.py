@@ -13,7 +13,11 @@ each effect into an action and each action's outcome into the next event:
   loop.
 - ``Finish`` / ``Abort`` -> the run ends; its :class:`Result` is built from the effect.
 
-One run is owned by one task (:meth:`Driver.run`). A lone effect is awaited inline; several
+A run of :meth:`Driver.run` or :meth:`Driver.watch` is owned by one task. A run of a result
+stream (:meth:`Driver.stream`, hence every batch) has a task only while it has something to
+await: waiting for a slot it is *parked* in the slot line as data (its loop and pending
+request), and a worker of the stream's :class:`~agentcore._feed.Feed` carries it on once the
+line grants it a slot (see :mod:`agentcore._feed`). A lone effect is awaited inline; several
 effects of one turn (parallel tool calls) run as tasks of a per-run nursery and report through
 a memory channel, and the loop sees each outcome as it arrives. Once the loop has ended, the
 nursery is cancelled, so results of tools still running are dropped rather than fed to a loop
@@ -21,9 +25,11 @@ that would reject them.
 
 Cancellation and deadlines
 --------------------------
-Each run executes inside its own cancel scope, whose deadline is the run's deadline.
-:meth:`Driver.cancel` and :meth:`ResultStream.cancel` cancel the scopes of the runs concerned
-(and mark them, so runs started afterwards end at once). When a run's scope fires, whatever it
+Each run executes inside a cancel scope standing for it, whose deadline is the run's deadline
+(a stream's worker reuses one scope for the runs it carries one after another, until one is
+cancelled). :meth:`Driver.cancel` and :meth:`ResultStream.cancel` cancel the scopes of the runs
+concerned and take parked ones out of the slot line (and mark them, so runs started afterwards
+end at once); the deadline of a parked run is watched by its feed. When a run's scope fires, whatever it
 awaited is abandoned (a slot wait, an exchange, a back-off sleep, tools) and the loop is told
 why: ``CancelRequested`` for a cancellation, ``ModelFailed`` with ``ErrorKind.DEADLINE`` for a
 deadline that interrupted a model request, ``CancelRequested("deadline")`` for one that

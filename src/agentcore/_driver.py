@@ -29,14 +29,14 @@ Each run executes inside a cancel scope standing for it, whose deadline is the r
 (a stream's worker reuses one scope for the runs it carries one after another, until one is
 cancelled). :meth:`Driver.cancel` and :meth:`ResultStream.cancel` cancel the scopes of the runs
 concerned and take parked ones out of the slot line (and mark them, so runs started afterwards
-end at once); the deadline of a parked run is watched by its feed. When a run's scope fires, whatever it
-awaited is abandoned (a slot wait, an exchange, a back-off sleep, tools) and the loop is told
-why: ``CancelRequested`` for a cancellation, ``ModelFailed`` with ``ErrorKind.DEADLINE`` for a
-deadline that interrupted a model request, ``CancelRequested("deadline")`` for one that
-interrupted tools. The loop answers with ``Abort`` and the run returns a ``cancelled`` or
-``failed`` result with the transcript so far. Nothing waits for other agents: each run only
-ever waits for its own work. A cancellation coming from *outside* (a cancel scope of the
-caller) is not absorbed: it propagates as usual in trio.
+end at once); the deadline of a parked run is watched by its feed. When a run's scope fires,
+whatever it awaited is abandoned (a slot wait, an exchange, a back-off sleep, tools) and the
+loop is told why: ``CancelRequested`` for a cancellation, ``ModelFailed`` with
+``ErrorKind.DEADLINE`` for a deadline that interrupted a model request,
+``CancelRequested("deadline")`` for one that interrupted tools. The loop answers with ``Abort``
+and the run returns a ``cancelled`` or ``failed`` result with the transcript so far. Nothing
+waits for other agents: each run only ever waits for its own work. A cancellation coming from
+*outside* (a cancel scope of the caller) is not absorbed: it propagates as usual in trio.
 
 Slots
 -----

@@ -146,6 +146,8 @@ class Driver:
         )
         self._rates = self._requests.rates
         """The primary backend's request and token budgets."""
+        self._wake_run = self._wake
+        """The one bound method every parked run is woken through (none per park)."""
         self._parker: ModelRequests | None = self._requests
         """Where runs of result streams park for a slot without a task (``None`` with model
         fallback, whose runs wait in their tasks)."""
@@ -287,7 +289,7 @@ class Driver:
                         if granted is None:
                             if run.guard is not None:
                                 await run.guard.before_request()
-                            got = await self._parker.park(effect, run, self._wake)
+                            got = await self._parker.park(effect, run, self._wake_run)
                             if isinstance(got, Parked):
                                 # The task ends here; the line wakes the run in a new one.
                                 run.parked = got
@@ -433,7 +435,7 @@ class Driver:
             model_time=run.model_time,
             tool_time=run.tool_time,
             slot_wait=run.slot_wait,
-            ttft=tuple(run.ttft),
+            ttft=run.ttft,
             attempts=run.attempts,
         )
         return Result(
@@ -610,7 +612,7 @@ class Driver:
             feed.push(run, feed, effects, None, False)
             return
         call = run.pending_model = effects[0]
-        got = parker.park_now(call, run, self._wake)
+        got = parker.park_now(call, run, self._wake_run)
         if isinstance(got, Parked):
             run.parked = got
             feed.parked(got, run.deadline)

@@ -101,7 +101,7 @@ class FallbackRequests:
                 if following is not None:
                     if run is not None:  # still the same request of the run
                         run.turns -= 1
-                        run.ttft.pop()
+                        run.ttft = run.ttft[:-1]
                     index = following
                     continue
             if run is not None:

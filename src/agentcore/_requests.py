@@ -301,7 +301,7 @@ class ModelRequests:
         if observer is not None:
             observer.request_ended(call, event, now)
         if run is not None:
-            run.ttft.append(exchange.ttft)
+            run.ttft += (exchange.ttft,)
         if steps is not None:
             assert run is not None
             steps.push(

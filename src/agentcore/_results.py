@@ -107,7 +107,8 @@ class Run:
     attempts: int = 0
     model_time: float = 0.0
     slot_wait: float = 0.0
-    ttft: list[float | None] = attrs.field(factory=list)
+    ttft: tuple[float | None, ...] = ()
+    """Time to first token of each request so far (a tuple: no list object per run)."""
     tools_running: int = 0
     tools_since: float = 0.0
     tool_time: float = 0.0

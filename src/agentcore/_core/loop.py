@@ -139,6 +139,10 @@ __all__ = [
     "RunState",
 ]
 
+_NO_RESULTS: Final[list[ToolMessage | None]] = []
+"""The tool results of a loop outside a tool turn. Never mutated: a tool turn replaces it with
+a list of its own (so a loop waiting for the model holds no list for them)."""
+
 
 class RunState(enum.Enum):
     """Where an :class:`AgentLoop` is in its run."""
@@ -398,7 +402,7 @@ class AgentLoop:
         self._completion_tokens = 0
         self._cached_tokens: int | None = None
         self._calls: tuple[ToolCall, ...] = ()
-        self._results: list[ToolMessage | None] = []
+        self._results: list[ToolMessage | None] = _NO_RESULTS
         self._pending: dict[str, int] = {}
         self._planning = False
         self._plans = 0
@@ -601,7 +605,7 @@ class AgentLoop:
         loop._completion_tokens = usage.completion_tokens
         loop._cached_tokens = usage.cached_tokens
         loop._calls = ()
-        loop._results = []
+        loop._results = _NO_RESULTS
         loop._pending = {}
         loop._planning = snapshot.planning
         loop._plans = snapshot.plans
@@ -831,7 +835,7 @@ class AgentLoop:
             return ()
         self._transcript.extend(self._results)  # type: ignore[arg-type]  # all set
         self._calls = ()
-        self._results = []
+        self._results = _NO_RESULTS
         return self._next_after_tools()
 
     def _next_after_tools(self) -> tuple[Effect, ...]:
@@ -962,7 +966,7 @@ class AgentLoop:
         self._planning = False
         self._pending = {}
         self._calls = ()
-        self._results = []
+        self._results = _NO_RESULTS
         return (Abort(AbortReason(kind, message, error, budget), transcript, self.usage),)
 
     def _finish(self, output: Any) -> tuple[Effect, ...]:

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import trio
 
-from agentcore import open_driver
-from agentcore.core import CallModel
+from agentcore import open_driver, tool
+from agentcore.core import AssistantMessage, CallModel, ToolCall
 from agentcore.testing import ScriptedModel
 from tests.driver.helpers import agent_of, make_loop, task_census
 
@@ -166,3 +166,43 @@ async def test_queued_runs_give_back_their_rate_charge_when_cancelled(
             assert [r.status async for r in results] == ["ok"] * 4
         assert trio.current_time() - start == pytest.approx(40.0)
         assert driver.statistics().rates.waits == 0
+
+
+async def test_a_run_granted_a_slot_starts_at_once_while_every_worker_is_in_a_tool(
+    autojump_clock: Any,
+) -> None:
+    # One slot. Each run asks for a 100 s tool, then answers. The worker carrying a run goes
+    # on into that run's tool right after giving the slot back, so the next run in line
+    # must get a worker of its own at once, not when a tool ends.
+    @tool
+    async def nap(key: str) -> str:
+        """Sleep.
+
+        Args:
+            key: echoed back.
+        """
+        await trio.sleep(100.0)
+        return key
+
+    def policy(call: CallModel) -> str | AssistantMessage:
+        if any(isinstance(m, AssistantMessage) for m in call.messages):
+            return "done"
+        return AssistantMessage(tool_calls=[ToolCall("c", "nap", '{"key": "k"}')])
+
+    model = ScriptedModel(policy, latency=1.0)
+    sent: list[float] = []
+    original = model.exchange
+
+    async def exchange(call: CallModel) -> Any:
+        sent.append(trio.current_time())
+        return await original(call)
+
+    model.exchange = exchange  # type: ignore[method-assign]
+    async with (
+        open_driver(model, max_inflight=1, tools=[nap]) as driver,
+        driver.stream(make_loop(i, [nap]) for i in range(4)) as results,
+    ):
+        statuses = [r.status async for r in results]
+    assert statuses == ["ok"] * 4
+    # The four first requests go one per second; the second requests after each tool.
+    assert sent[:4] == [pytest.approx(t) for t in (0.0, 1.0, 2.0, 3.0)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import random
 from typing import Any
 
 import pytest
@@ -321,3 +322,69 @@ def test_driver_schedule_matches_a_hand_written_loop(
         return trio.current_time()
 
     assert run_virtual(driven) == pytest.approx(run_virtual(minimal))
+
+
+@PROPERTY
+@given(
+    agents=st.integers(1, 40),
+    slots=st.integers(1, 5),
+    timeout=st.sampled_from([None, 0.5, 2.0, 5.0]),
+    max_active=st.sampled_from([None, 1, 3]),
+    ending=st.sampled_from(["consume", "cancel", "driver_cancel", "leave"]),
+    at=st.floats(0.0, 5.0),
+    seed=st.integers(0, 2**16),
+)
+def test_streams_of_parked_runs_deliver_every_result_and_leave_nothing_behind(  # noqa: PLR0917
+    agents: int,
+    slots: int,
+    timeout: float | None,
+    max_active: int | None,
+    ending: str,
+    at: float,
+    seed: int,
+) -> None:
+    # Runs park for slots, nap in tools, time out while parked or in a tool, and are
+    # cancelled or abandoned at an arbitrary moment: every result still arrives (unless the
+    # stream was left), and no slot, waiter or task is left behind.
+    rng = random.Random(seed)
+
+    @tool
+    async def nap(key: str) -> str:
+        """Sleep.
+
+        Args:
+            key: seconds.
+        """
+        await trio.sleep(float(key))
+        return key
+
+    def policy(call: CallModel) -> str | AssistantMessage:
+        if sum(isinstance(m, AssistantMessage) for m in call.messages) >= rng.randint(0, 2):
+            return "done"
+        seconds = rng.choice(["0", "0.5", "3"])
+        return AssistantMessage(tool_calls=[ToolCall("c", "nap", f'{{"key": "{seconds}"}}')])
+
+    model = ScriptedModel(policy, latency=lambda call: rng.choice([0.0, 0.1, 1.0]))
+
+    async def scenario() -> None:
+        async with open_driver(model, max_inflight=slots, tools=[nap]) as driver:
+            baseline = task_census()
+            received: list[Result] = []
+            loops = (make_loop(i, [nap]) for i in range(agents))
+            async with driver.stream(loops, timeout=timeout, max_active=max_active) as results:
+                with trio.move_on_after(at) as early:
+                    async for result in results:
+                        received.append(result)
+                if early.cancelled_caught and ending != "leave":
+                    if ending == "cancel":
+                        results.cancel()
+                    elif ending == "driver_cancel":
+                        driver.cancel()
+                    received += [r async for r in results]
+            if ending != "leave" or not early.cancelled_caught:
+                assert sorted(r.index for r in received) == list(range(agents))
+            stats = driver.limiter.statistics()
+            assert (stats.in_use, stats.waiting) == (0, 0)
+            assert task_census() == baseline
+
+    run_virtual(scenario)

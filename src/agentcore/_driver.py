@@ -265,11 +265,12 @@ class Driver:
         self,
         run: Run,
         effects: tuple[Effect, ...],
-        feed: Feed | None = None,
+        parks: bool = False,
         granted: Granted | None = None,
     ) -> Finish | Abort | None:
         """Perform ``effects`` and what follows them until the loop ends (its last effect is
-        returned) or, with a ``feed``, until the run parks for a slot (``None``).
+        returned) or, if the run ``parks`` (a stream's run), until it parks for a slot
+        (``None``).
 
         ``granted``: the slot (and rate reservation) for ``effects``, a single ``CallModel``
         whose run was parked.
@@ -284,18 +285,15 @@ class Driver:
                 event: Event
                 if isinstance(effect, CallModel):
                     run.pending_model = effect
-                    if feed is not None:
+                    if parks:
                         assert self._parker is not None
                         if granted is None:
                             if run.guard is not None:
                                 await run.guard.before_request()
                             got = await self._parker.park(effect, run, self._wake_run)
-                            if isinstance(got, Parked):
-                                # The task ends here; the line wakes the run in a new one.
-                                run.parked = got
-                                run.scope = None
-                                feed.parked(got, run.deadline)
-                                return None
+                            if self._in_line(run, got):
+                                return None  # the line wakes the run into a worker
+                            assert not isinstance(got, Parked)
                             granted = got
                         event = await self._parker.send(effect, run, None, granted)
                         granted = None
@@ -549,7 +547,7 @@ class Driver:
             if parked is not None:
                 run.parked = None
                 parked.withdraw()
-        for _, _, _, granted, _ in group.feed.abandon():
+        for _, _, granted, _ in group.feed.abandon():
             if granted is not None:
                 assert self._parker is not None
                 self._parker.unused(granted)
@@ -605,19 +603,27 @@ class Driver:
             or run.cancelled
             or parker.rates.budget.limited
         ):
-            feed.push(run, feed, None, None, False)
+            feed.push(run, None, None, False)
             return
         effects = _first_effects(run.loop)
         if len(effects) != 1 or not isinstance(effects[0], CallModel):
-            feed.push(run, feed, effects, None, False)
+            feed.push(run, effects, None, False)
             return
         call = run.pending_model = effects[0]
         got = parker.park_now(call, run, self._wake_run)
-        if isinstance(got, Parked):
-            run.parked = got
-            feed.parked(got, run.deadline)
-        else:
-            feed.push(run, feed, effects, got, False)
+        if not self._in_line(run, got):
+            assert not isinstance(got, Parked)
+            feed.push(run, effects, got, False)
+
+    @staticmethod
+    def _in_line(run: Run, got: Granted | Parked) -> bool:
+        """Whether ``run`` was parked in the slot line (its feed watches its deadline), or
+        ``got`` its slot at once."""
+        if not isinstance(got, Parked):
+            return False
+        run.parked = got
+        run.feed.parked(got, run.deadline)
+        return True
 
     def _wake(self, run: Run, slot: Slot | None) -> None:
         """A parked run was granted a slot (or withdrawn: ``None``): a worker carries it on."""
@@ -628,9 +634,9 @@ class Driver:
         feed = run.feed
         if slot is None:
             self._parker.rates.unsent(reservation)
-            feed.push(run, feed, (call,), None, True)
+            feed.push(run, (call,), None, True)
         else:
-            feed.push(run, feed, (call,), (slot, reservation), False)
+            feed.push(run, (call,), (slot, reservation), False)
 
     async def _work(self, feed: Feed) -> None:
         """The body of a stream's worker: carry the runs of the ready line, rest, repeat.
@@ -651,7 +657,7 @@ class Driver:
                 while ready:
                     with trio.CancelScope() as scope:
                         while ready:
-                            run, _, effects, granted, woken = ready.popleft()
+                            run, effects, granted, woken = ready.popleft()
                             current = run
                             run.scope = scope
                             deadline = run.deadline
@@ -665,9 +671,7 @@ class Driver:
                                 await trio.lowlevel.checkpoint()
                             if effects is None:
                                 effects = _first_effects(run.loop)
-                            driving = self._drive(
-                                run, effects, None if self._parker is None else feed, granted
-                            )
+                            driving = self._drive(run, effects, self._parker is not None, granted)
                             # Not kept by this frame while the run goes on (a tool call may
                             # last): the request and the slot are done with once sent.
                             effects = granted = None

@@ -95,7 +95,7 @@ class Parked:
     the subject, so a waiter kept elsewhere after its turn holds nothing of its own."""
     subject: Any
 
-    def granted(self, slot: Slot) -> None:
+    def granted(self, slot: Slot | None) -> None:
         on_grant, subject = self.on_grant, self.subject
         self.on_grant = self.subject = None
         assert on_grant is not None
@@ -106,10 +106,7 @@ class Parked:
         call) when it was no longer in line."""
         if not self.queue.withdraw(self):
             return False
-        on_grant, subject = self.on_grant, self.subject
-        self.on_grant = self.subject = None
-        assert on_grant is not None
-        on_grant(subject, None)
+        self.granted(None)
         return True
 
 

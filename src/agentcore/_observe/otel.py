@@ -23,11 +23,11 @@ Spans, with trio times turned into wall-clock nanoseconds:
   ``agentcore.tool.waiters``. Each run whose call joined an execution already running gets its
   own ``execute_tool`` span linked to that one execution.
 
-The run a tool hook belongs to is found through the driver's ``CURRENT_RUN`` context
-variable (see :mod:`agentcore._observe.observer`): trio copies the context into tasks a run
-spawns (parallel tool calls, and the shared tool execution, which the first caller's task
-starts), so they see it too. What is kept is bounded
-by what is in flight: open runs, open requests, running executions.
+The run a tool hook belongs to is found through the driver's ``CURRENT_RUN`` context variable
+(see :mod:`agentcore._observe.observer`): trio copies the context into tasks a run spawns
+(parallel tool calls, and the shared tool execution, which the first caller's task starts), so
+they see it too. What is kept is bounded by what is in flight: open runs, open requests,
+running executions.
 """
 
 from __future__ import annotations

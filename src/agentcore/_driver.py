@@ -88,7 +88,7 @@ from ._observe.log import DRIVER
 from ._observe.observer import CURRENT_RUN, Observer
 from ._rate_limiter import RateLimiter
 from ._requests import Granted, ModelRequests
-from ._results import Group, Result, ResultStream, Run, RunTimings, Status
+from ._results import Group, Result, ResultQueue, ResultStream, Run, RunTimings, Status
 from ._slot_limiter import Parked, Slot, SlotLimiter
 from ._stats import DriverStatistics
 from ._steps import (
@@ -524,13 +524,13 @@ class Driver:
     ) -> AsyncIterator[ResultStream]:
         if max_active is not None and max_active < 1:
             raise ConfigError(f"max_active must be at least 1, got {max_active}")
-        send, receive = trio.open_memory_channel[Result](0)
+        queue = ResultQueue()
         self._groups.add(group)
         try:
             async with _body_nursery() as nursery:
-                nursery.start_soon(self._feed, loops, timeout, max_active, group, send)
+                nursery.start_soon(self._feed, loops, timeout, max_active, group, queue)
                 try:
-                    yield ResultStream(receive, group)
+                    yield ResultStream(queue, group)
                 finally:
                     nursery.cancel_scope.cancel()
         finally:
@@ -558,39 +558,56 @@ class Driver:
         timeout: float | None,
         max_active: int | None,
         group: Group,
-        send: trio.MemorySendChannel[Result],
+        results: ResultQueue,
     ) -> None:
         active = trio.CapacityLimiter(max_active) if max_active is not None else None
-        # The feed's delivering task sends every result; ``send`` is closed once the nursery
-        # has waited for it and for every run.
-        async with send, trio.open_nursery() as nursery:
-            feed = group.feed = Feed(
-                nursery, send, active, group, self._work, self._limiter.statistics().max_inflight
-            )
-            for index, loop in enumerate(loops):
-                # Once cancelled, the remaining runs start without waiting for room: each
-                # ends at once with a ``cancelled`` result.
-                holds = active is not None and not (group.cancelled or self._everything.cancelled)
-                if holds:
-                    assert active is not None
-                    await active.acquire_on_behalf_of(index)
-                if group.guard is not None:
-                    refused = group.guard.refuses_run()
-                    if refused is not None:
-                        if holds:
-                            assert active is not None
-                            active.release_on_behalf_of(index)
-                        self._ends["failed"] += 1
-                        feed.started()
-                        feed.ended(_not_started(loop, index, refused, trio.current_time()))
-                        continue
-                deadline = None if timeout is None else trio.current_time() + timeout
-                run = self._open_run(loop, index, deadline, group)
-                run.admitted = holds
-                run.feed = feed
-                feed.started()
-                self._start(run, feed)
-            feed.fed()
+        # ``results`` is closed once the nursery has waited for every run.
+        try:
+            async with trio.open_nursery() as nursery:
+                feed = group.feed = Feed(
+                    nursery,
+                    results,
+                    active,
+                    group,
+                    self._work,
+                    self._limiter.statistics().max_inflight,
+                )
+                await self._feed_runs(feed, loops, timeout, active, group)
+                feed.fed()
+        finally:
+            results.close()
+
+    async def _feed_runs(
+        self,
+        feed: Feed,
+        loops: Iterable[AgentLoop],
+        timeout: float | None,
+        active: trio.CapacityLimiter | None,
+        group: Group,
+    ) -> None:
+        for index, loop in enumerate(loops):
+            # Once cancelled, the remaining runs start without waiting for room: each
+            # ends at once with a ``cancelled`` result.
+            holds = active is not None and not (group.cancelled or self._everything.cancelled)
+            if holds:
+                assert active is not None
+                await active.acquire_on_behalf_of(index)
+            if group.guard is not None:
+                refused = group.guard.refuses_run()
+                if refused is not None:
+                    if holds:
+                        assert active is not None
+                        active.release_on_behalf_of(index)
+                    self._ends["failed"] += 1
+                    feed.started()
+                    feed.ended(_not_started(loop, index, refused, trio.current_time()))
+                    continue
+            deadline = None if timeout is None else trio.current_time() + timeout
+            run = self._open_run(loop, index, deadline, group)
+            run.admitted = holds
+            run.feed = feed
+            feed.started()
+            self._start(run, feed)
 
     def _start(self, run: Run, feed: Feed) -> None:
         """Start a stream's run: park its first request at once when nothing has to be

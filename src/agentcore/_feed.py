@@ -20,8 +20,8 @@ workers stay idle; the others end. So a batch of 100,000 agents waiting for 256 
 about as many tasks as it has runs in flight (holding a slot or running tools), not 100,000,
 and a run going from the line to its slot costs at most a task switch, not a new task.
 
-Results are delivered by the feed's own task, in completion order, so a worker never waits
-for the consumer.
+Results go into the stream's :class:`~agentcore._results.ResultQueue` in completion order; the
+consumer takes them from there, so a worker never waits for the consumer.
 
 A parked run has no cancel scope, so its deadline and its cancellation are applied here:
 
@@ -50,6 +50,7 @@ from typing import Any
 
 import trio
 
+from ._results import ResultQueue
 from ._slot_limiter import Parked
 
 __all__ = ["Feed"]
@@ -61,7 +62,7 @@ class Feed:
     def __init__(  # noqa: PLR0917 - private, one call site
         self,
         nursery: trio.Nursery,
-        send: trio.MemorySendChannel[Any],
+        results: ResultQueue,
         active: trio.CapacityLimiter | None,
         group: Any,
         work: Callable[[Feed], Awaitable[object]],
@@ -75,9 +76,7 @@ class Feed:
         self.live = 0
         """Runs started and not yet ended (parked ones included)."""
         self._fed = False
-        self._send = send
-        self._results: deque[Any] = deque()
-        self._delivery = trio.lowlevel.ParkingLot()
+        self._results = results
         self._work = work
         self._max_idle = max_idle
         self._ready: deque[tuple[Any, ...]] = deque()
@@ -93,7 +92,6 @@ class Feed:
         self._seq = itertools.count()
         self._watching: trio.CancelScope | None = None
         nursery.start_soon(self._hire)
-        nursery.start_soon(self._deliver)
 
     # ------------------------------------------------------------------ runs and results
 
@@ -102,10 +100,9 @@ class Feed:
         self.live += 1
 
     def ended(self, result: Any) -> None:
-        """A run has ended with ``result``: it is delivered in completion order, by the
-        feed's own task, so the worker does not wait for the consumer."""
-        self._results.append(result)
-        self._delivery.unpark()
+        """A run has ended with ``result``: it waits for the consumer in completion order,
+        so the worker does not wait for the consumer."""
+        self._results.put(result)
         self.live -= 1
         if self.live == 0:
             self._deadlines.clear()
@@ -130,16 +127,6 @@ class Feed:
         self._idle_workers = 0
         self._lot.unpark_all()
         self._hirer.cancel()
-        self._delivery.unpark_all()
-
-    async def _deliver(self) -> None:
-        results, send = self._results, self._send
-        while True:
-            while results:
-                await send.send(results.popleft())
-            if self._fed and self.live == 0:
-                return
-            await self._delivery.park()
 
     # ------------------------------------------------------------------ workers
 

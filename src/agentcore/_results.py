@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, Literal
 
@@ -16,7 +17,16 @@ from ._core.loop import AgentLoop
 from ._core.messages import Message, Usage
 from ._slot_limiter import Parked
 
-__all__ = ["Group", "OutputT", "Result", "ResultStream", "Run", "RunTimings", "Status"]
+__all__ = [
+    "Group",
+    "OutputT",
+    "Result",
+    "ResultQueue",
+    "ResultStream",
+    "Run",
+    "RunTimings",
+    "Status",
+]
 
 if TYPE_CHECKING:
     from typing_extensions import TypeVar
@@ -186,24 +196,67 @@ class Group:
             run.cancel()
 
 
+class ResultQueue:
+    """The results of one stream that its consumer has not taken yet, in completion order.
+
+    Runs put their results here as they end, from whichever task ends them, without waiting
+    for the consumer (a slow consumer holds no slot or task back); :class:`ResultStream`
+    takes them. ``close()`` says no result will follow.
+    """
+
+    __slots__ = ("_closed", "_items", "_waiting")
+
+    def __init__(self) -> None:
+        self._items: deque[Result] = deque()
+        self._waiting = trio.lowlevel.ParkingLot()
+        self._closed = False
+
+    def put(self, result: Result) -> None:
+        """Add a result, waking the consumer if it waits."""
+        self._items.append(result)
+        if self._waiting:
+            self._waiting.unpark()
+
+    def close(self) -> None:
+        """No result will follow: the consumer ends its iteration once it has taken the rest."""
+        self._closed = True
+        self._waiting.unpark_all()
+
+
+_YIELD_EVERY = 64
+"""A consumer taking results that are already there yields to other tasks once per this many:
+it keeps up with many runs ending at once, yet never holds the scheduler for long."""
+
+
 class ResultStream:
     """Results of a batch in completion order; iterate with ``async for``.
 
     Made by :meth:`Driver.stream`. The iteration ends once every run has reported.
     """
 
-    def __init__(self, receive: trio.MemoryReceiveChannel[Result], group: Group) -> None:
-        self._receive = receive
+    def __init__(self, queue: ResultQueue, group: Group) -> None:
+        self._queue = queue
         self._group = group
+        self._taken = 0
 
     def __aiter__(self) -> ResultStream:
         return self
 
     async def __anext__(self) -> Result:
-        try:
-            return await self._receive.receive()
-        except trio.EndOfChannel:
-            raise StopAsyncIteration from None
+        await trio.lowlevel.checkpoint_if_cancelled()
+        queue = self._queue
+        items = queue._items
+        if items:
+            result = items.popleft()
+            self._taken += 1
+            if self._taken % _YIELD_EVERY == 0:
+                await trio.lowlevel.cancel_shielded_checkpoint()
+            return result
+        while not items:
+            if queue._closed:
+                raise StopAsyncIteration
+            await queue._waiting.park()
+        return items.popleft()
 
     def cancel(self) -> None:
         """End every run of this batch promptly.

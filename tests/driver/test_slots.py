@@ -25,6 +25,7 @@ operations = st.lists(
         st.tuples(st.just("arrive"), st.integers(-3, 3)),
         st.tuples(st.just("release"), st.integers(0, 1000)),
         st.tuples(st.just("withdraw"), st.integers(0, 1000)),
+        st.tuples(st.just("requeue"), st.integers(-3, 3)),
         st.tuples(st.just("limit"), st.integers(1, 6)),
     ),
     max_size=80,
@@ -35,6 +36,7 @@ def replay(policy: str, limit: int, ops: list[tuple[str, int]]) -> None:
     """Run ``ops`` against a SlotQueue and check it against a reference at every step."""
     queue: SlotQueue[Waiter] = SlotQueue(limit, policy)  # type: ignore[arg-type]
     waiting: list[Waiter] = []  # reference line
+    withdrawn: list[Waiter] = []  # may be queued again
     holders = 0
     seq = 0
 
@@ -73,6 +75,14 @@ def replay(policy: str, limit: int, ops: list[tuple[str, int]]) -> None:
             assert queue.withdraw(waiter)
             assert not queue.withdraw(waiter)
             waiting.remove(waiter)
+            withdrawn.append(waiter)
+        elif op == "requeue" and withdrawn and not queue.try_acquire():
+            # The same object back in line, with a new place: its old place must not count.
+            waiter = withdrawn.pop(0)
+            seq += 1
+            waiter.priority, waiter.seq = arg, seq
+            queue.enqueue(waiter, arg)
+            waiting.append(waiter)
         elif op == "limit":
             check_granted(queue.set_limit(arg))
         check_granted([])
@@ -188,3 +198,21 @@ def test_withdrawn_waiters_do_not_pile_up_behind_a_front_that_never_moves(policy
     assert queue.waiting == 1
     assert len(queue._fifo) + len(queue._heap) <= 2 * queue.waiting + 64
     assert queue.release() == [stuck]
+
+
+@pytest.mark.parametrize("policy", ["fifo", "priority"])
+def test_a_waiter_withdrawn_and_queued_again_is_served_at_its_new_place(policy: str) -> None:
+    queue: SlotQueue[object] = SlotQueue(1, policy=policy)  # type: ignore[arg-type]
+    assert queue.try_acquire()
+    again, other = object(), object()
+    queue.enqueue(again)
+    queue.enqueue(other)
+    for _ in range(200):  # enough to compact the line several times
+        assert queue.withdraw(again)
+        queue.enqueue(again)
+    assert queue.waiting == 2
+    assert len(queue._fifo) + len(queue._heap) <= 2 * queue.waiting + 64
+    assert queue.release() == [other]
+    assert queue.release() == [again]
+    assert queue.waiting == 0
+    assert not queue._stale and not queue._seqs

@@ -19,8 +19,11 @@ with no clock and no I/O; ``_slot_limiter`` wraps them for trio.
   because every event that frees a slot or raises the limit grants slots at once.
 - Order: ``"fifo"`` serves waiters in arrival order; ``"priority"`` serves the highest
   priority first and, among equal priorities, the earliest arrival.
-- A waiter that gives up (its task was cancelled) is withdrawn in O(1); entries of the
-  priority heap are dropped lazily when they reach the top.
+- A waiter that gives up (its task was cancelled) is withdrawn in O(1); its place in line is
+  dropped lazily when it reaches the front. The line holds the waiters themselves, no wrapper
+  per wait: a waiter is live while the id map holds it; a FIFO place left by a withdrawn
+  waiter is recognised by a count of stale places per waiter (a waiter withdrawn and queued
+  again has its stale place ahead of its live one), a priority place by its sequence number.
 
 :class:`AdaptiveLimit` is the AIMD arithmetic for an optional adaptive limit: every
 successful exchange adds ``1 / limit`` (so the limit grows by about one per window of
@@ -50,12 +53,6 @@ SlotPolicy = Literal["fifo", "priority"]
 """How waiters are ordered: arrival order, or highest priority first (ties in arrival order)."""
 
 
-@attrs.define(eq=False)
-class _Entry(Generic[W]):
-    waiter: W
-    live: bool = True
-
-
 # ``in_use`` changes twice per request: assignments skip attrs' validating ``__setattr__``
 # (the limit is checked explicitly where it changes).
 @attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)
@@ -70,9 +67,14 @@ class SlotQueue(Generic[W]):
     limit: int = attrs.field()
     policy: SlotPolicy = "fifo"
     in_use: int = attrs.field(default=0, init=False)
-    _fifo: deque[_Entry[W]] = attrs.field(factory=deque, init=False)
-    _heap: list[tuple[int, int, _Entry[W]]] = attrs.field(factory=list, init=False)
-    _entries: dict[int, _Entry[W]] = attrs.field(factory=dict, init=False)
+    _fifo: deque[W] = attrs.field(factory=deque, init=False)
+    _heap: list[tuple[int, int, W]] = attrs.field(factory=list, init=False)
+    _entries: dict[int, W] = attrs.field(factory=dict, init=False)
+    """The waiters in line, by id."""
+    _stale: dict[int, int] = attrs.field(factory=dict, init=False)
+    """FIFO places of withdrawn waiters still in the line, counted per waiter id."""
+    _seqs: dict[int, int] = attrs.field(factory=dict, init=False)
+    """The sequence number of each priority waiter's live place."""
     _waiting: int = attrs.field(default=0, init=False)
     _seq: Iterator[int] = attrs.field(factory=itertools.count, init=False)
 
@@ -102,35 +104,48 @@ class SlotQueue(Generic[W]):
 
         ``waiter`` must be hashable by identity and must not already be waiting.
         """
-        entry = _Entry(waiter)
         key = id(waiter)
         if key in self._entries:
             raise ValueError("waiter is already in line")
-        self._entries[key] = entry
+        self._entries[key] = waiter
         self._waiting += 1
         if self.policy == "fifo":
-            self._fifo.append(entry)
+            self._fifo.append(waiter)
         else:
-            heapq.heappush(self._heap, (-priority, next(self._seq), entry))
+            seq = next(self._seq)
+            self._seqs[key] = seq
+            heapq.heappush(self._heap, (-priority, seq, waiter))
 
     def withdraw(self, waiter: W) -> bool:
         """Take ``waiter`` out of line; ``False`` if it was not waiting (already granted)."""
-        entry = self._entries.pop(id(waiter), None)
-        if entry is None:
+        key = id(waiter)
+        if self._entries.pop(key, None) is None:
             return False
-        entry.live = False
+        if self.policy == "fifo":
+            self._stale[key] = self._stale.get(key, 0) + 1
+        else:
+            del self._seqs[key]
         self._waiting -= 1
         if len(self._fifo) + len(self._heap) > 2 * self._waiting + 64:
             self._compact()
         return True
 
     def _compact(self) -> None:
-        # Withdrawn entries are dropped lazily when they reach the front; a line whose front
+        # Withdrawn places are dropped lazily when they reach the front; a line whose front
         # never moves (a low priority under steady high-priority traffic, a stalled server)
         # would keep them forever. Rebuilding once they outnumber the live ones keeps the
         # line's memory within twice its waiters, at amortised O(1) per withdrawal.
-        self._fifo = deque(e for e in self._fifo if e.live)
-        self._heap = [item for item in self._heap if item[2].live]
+        stale = self._stale
+        kept: deque[W] = deque()
+        for waiter in reversed(self._fifo):  # a live place comes after its waiter's stale ones
+            key = id(waiter)
+            if stale.get(key):
+                stale[key] -= 1
+            else:
+                kept.appendleft(waiter)
+        self._fifo = kept
+        stale.clear()
+        self._heap = [item for item in self._heap if self._seqs.get(id(item[2])) == item[1]]
         heapq.heapify(self._heap)
 
     def release(self) -> list[W]:
@@ -147,28 +162,38 @@ class SlotQueue(Generic[W]):
         self.limit = limit
         return self._grant()
 
-    def _pop(self) -> _Entry[W] | None:
-        while self._fifo:
-            entry = self._fifo.popleft()
-            if entry.live:
-                return entry
-        while self._heap:
-            entry = heapq.heappop(self._heap)[2]
-            if entry.live:
-                return entry
+    def _pop(self) -> W | None:
+        fifo, stale = self._fifo, self._stale
+        while fifo:
+            waiter = fifo.popleft()
+            if stale:
+                key = id(waiter)
+                count = stale.get(key)
+                if count:
+                    if count == 1:
+                        del stale[key]
+                    else:
+                        stale[key] = count - 1
+                    continue
+            return waiter
+        heap, seqs = self._heap, self._seqs
+        while heap:
+            _, seq, waiter = heapq.heappop(heap)
+            if seqs.get(id(waiter)) == seq:
+                del seqs[id(waiter)]
+                return waiter
         return None
 
     def _grant(self) -> list[W]:
         granted: list[W] = []
         while self._waiting and self.in_use < self.limit:
-            entry = self._pop()
-            if entry is None:  # pragma: no cover - _waiting counts live entries
+            waiter = self._pop()
+            if waiter is None:  # pragma: no cover - _waiting counts live waiters
                 break
-            del self._entries[id(entry.waiter)]
-            entry.live = False
+            del self._entries[id(waiter)]
             self._waiting -= 1
             self.in_use += 1
-            granted.append(entry.waiter)
+            granted.append(waiter)
         return granted
 
 

@@ -149,6 +149,39 @@ async def test_a_slow_consumer_does_not_hold_the_slots_back(autojump_clock: Any)
     assert sorted(received) == list(range(10))
 
 
+async def test_a_consumer_takes_results_already_there_in_bulk_yet_lets_others_run() -> None:
+    # 300 results wait while the consumer sleeps. Taking them costs no task switch each (a
+    # result per scheduler pass would let a fast batch outrun its consumer), yet the
+    # consumer yields to the other tasks at least once per 64 results (so another task runs
+    # within any 128: it may run just before the consumer in one scheduler pass and just
+    # after it in the next).
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await trio.lowlevel.checkpoint()
+            ticks += 1
+
+    model = ScriptedModel(lambda call: "done")
+    async with (
+        open_driver(model, max_inflight=300) as driver,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(ticker)
+        async with driver.stream(make_loop(i) for i in range(300)) as results:
+            while len(model.calls) < 300:
+                await trio.sleep(0.01)
+            await trio.sleep(0.05)
+            seen: list[int] = []
+            async for _ in results:
+                seen.append(ticks)
+        nursery.cancel_scope.cancel()
+    assert len(seen) == 300
+    assert seen[-1] - seen[0] <= 300 // 64 + 1  # in bulk
+    assert all(seen[k + 128] > seen[k] for k in range(len(seen) - 128))  # never starving
+
+
 async def test_queued_runs_give_back_their_rate_charge_when_cancelled(
     autojump_clock: Any,
 ) -> None:

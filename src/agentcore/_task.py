@@ -14,9 +14,8 @@ first placeholder. :func:`prefix_call` builds the one-token request that warms t
 
 from __future__ import annotations
 
-import contextlib
 import string
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Generic
 
 import attrs
@@ -38,6 +37,8 @@ else:  # type parameter defaults exist for type checkers only (PEP 696)
     from typing import TypeVar
 
     T = TypeVar("T")
+
+R = TypeVar("R")
 
 __all__ = [
     "RenderError",
@@ -210,11 +211,11 @@ class Task(Generic[T]):
         return "".join(head)
 
 
-@contextlib.contextmanager
-def _render_errors(fields: Mapping[str, Any]) -> Iterator[None]:
-    """Template failures, as a :class:`RenderError` naming what the input lacks."""
+def _filled(fields: Mapping[str, Any], fill: Callable[..., R], *args: Any) -> R:
+    """``fill(*args)``, its template failures raised as a :class:`RenderError` naming what
+    the input (``fields``) lacks."""
     try:
-        yield
+        return fill(*args)
     except KeyError as exc:
         raise RenderError(
             f"input has no value for placeholder {{{exc.args[0]}}} "
@@ -231,8 +232,7 @@ def render_prompt(task: Task[Any], value: Any) -> str:
         RenderError: the input lacks a placeholder's value.
     """
     fields: Mapping[str, Any] = value if isinstance(value, Mapping) else {"input": value}
-    with _render_errors(fields):
-        return task.prompt.format_map(fields)
+    return _filled(fields, task.prompt.format_map, fields)
 
 
 def _images_of(value: Any) -> tuple[Image, ...] | None:
@@ -256,29 +256,32 @@ def render_message(task: Task[Any], value: Any) -> UserMessage:
     fields: Mapping[str, Any] = value if isinstance(value, Mapping) else {"input": value}
     if not any(_images_of(v) is not None for v in fields.values()):
         return UserMessage(render_prompt(task, value))
+    return _filled(fields, _with_images, task.prompt, fields)
+
+
+def _with_images(prompt: str, fields: Mapping[str, Any]) -> UserMessage:
     formatter = string.Formatter()
     text: list[str] = []
     length = 0
     images: list[Image] = []
-    with _render_errors(fields):
-        for literal, name, raw_spec, conversion in formatter.parse(task.prompt):
-            text.append(literal)
-            length += len(literal)
-            if name is None:
-                continue
-            if name not in fields:
-                raise KeyError(name)
-            field = fields[name]
-            placed = _images_of(field)
-            if placed is not None:
-                images.extend(attrs.evolve(image, at=length) for image in placed)
-                continue
-            spec = raw_spec or ""
-            if "{" in spec:
-                spec = formatter.vformat(spec, (), fields)
-            piece = formatter.format_field(formatter.convert_field(field, conversion), spec)
-            text.append(piece)
-            length += len(piece)
+    for literal, name, raw_spec, conversion in formatter.parse(prompt):
+        text.append(literal)
+        length += len(literal)
+        if name is None:
+            continue
+        if name not in fields:
+            raise KeyError(name)
+        field = fields[name]
+        placed = _images_of(field)
+        if placed is not None:
+            images.extend(attrs.evolve(image, at=length) for image in placed)
+            continue
+        spec = raw_spec or ""
+        if "{" in spec:
+            spec = formatter.vformat(spec, (), fields)
+        piece = formatter.format_field(formatter.convert_field(field, conversion), spec)
+        text.append(piece)
+        length += len(piece)
     return UserMessage("".join(text), images)
 
 

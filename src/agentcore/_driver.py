@@ -117,6 +117,13 @@ def _first_effects(loop: AgentLoop) -> tuple[Effect, ...]:
     raise LocalProtocolError(f"the loop cannot be run: it is {state.name}", state=state)
 
 
+def _opening_call(loop: AgentLoop) -> CallModel:
+    """The first request of a loop whose :attr:`~AgentLoop.opening_priority` was known."""
+    call = loop.start()[0]
+    assert isinstance(call, CallModel)
+    return call
+
+
 class Driver:
     """Runs agent loops against one backend. Open it with :func:`open_driver`."""
 
@@ -622,15 +629,27 @@ class Driver:
         ):
             feed.push(run, None, None, False)
             return
-        effects = _first_effects(run.loop)
-        if len(effects) != 1 or not isinstance(effects[0], CallModel):
-            feed.push(run, effects, None, False)
-            return
-        call = run.pending_model = effects[0]
-        got = parker.park_now(call, run, self._wake_run)
-        if not self._in_line(run, got):
-            assert not isinstance(got, Parked)
-            feed.push(run, effects, got, False)
+        loop = run.loop
+        priority = loop.opening_priority if self._observer is None else None
+        if priority is not None:
+            # The request is built once the run leaves the line (``_wake``): a run waiting
+            # for its first slot is its loop, its ``Run`` and its place in line.
+            got = parker.park_now(priority, run, self._wake_run)
+            if self._in_line(run, got):
+                return
+            run.pending_model = call = _opening_call(loop)
+            effects: tuple[Effect, ...] = (call,)
+        else:
+            effects = _first_effects(loop)
+            if len(effects) != 1 or not isinstance(effects[0], CallModel):
+                feed.push(run, effects, None, False)
+                return
+            run.pending_model = effects[0]
+            got = parker.park_now(effects[0], run, self._wake_run)
+            if self._in_line(run, got):
+                return
+        assert not isinstance(got, Parked)
+        feed.push(run, effects, got, False)
 
     @staticmethod
     def _in_line(run: Run, got: Granted | Parked) -> bool:
@@ -646,7 +665,9 @@ class Driver:
         """A parked run was granted a slot (or withdrawn: ``None``): a worker carries it on."""
         run.parked = None
         call = run.pending_model
-        assert call is not None and self._parker is not None
+        if call is None:  # parked before its loop started (``_start``): its first request
+            call = run.pending_model = _opening_call(run.loop)
+        assert self._parker is not None
         reservation, run.reservation = run.reservation, None
         feed = run.feed
         if slot is None:

@@ -132,16 +132,24 @@ class ModelRequests:
 
     def park_now(
         self,
-        call: CallModel,
+        call: CallModel | int,
         run: Run,
         wake: Callable[[Run, Slot | None], object],
         reservation: Reservation | None = None,
     ) -> Granted | Parked:
         """:meth:`park` once what comes before the slot line is done (or not needed: no step
-        events, no rate limit known), with the rate ``reservation`` made for it."""
-        if self.observer is not None:
-            self.observer.queued(call, run.index, trio.current_time())
-        slot = self._limiter.park(run.index, call.hints.priority, wake, run)
+        events, no rate limit known), with the rate ``reservation`` made for it.
+
+        ``call`` may be only the priority of a request not built yet (a fresh loop's first,
+        :attr:`AgentLoop.opening_priority`): nothing observes it queueing then, and
+        ``run.pending_model`` must be set before the request is sent."""
+        if isinstance(call, int):
+            priority = call
+        else:
+            priority = call.hints.priority
+            if self.observer is not None:
+                self.observer.queued(call, run.index, trio.current_time())
+        slot = self._limiter.park(run.index, priority, wake, run)
         if isinstance(slot, Slot):
             return slot, reservation
         run.reservation = reservation

@@ -7,7 +7,15 @@ import json
 import attrs
 import pytest
 
-from agentcore import AbortKind, ErrorKind, ModelError, ModelParams, ToolError, Usage
+from agentcore import (
+    AbortKind,
+    ErrorKind,
+    ModelError,
+    ModelParams,
+    ToolError,
+    Usage,
+    UsageLimits,
+)
 from agentcore.core import (
     Abort,
     AgentHints,
@@ -602,3 +610,22 @@ def test_tool_validator_is_not_part_of_the_effect() -> None:
     loop.start()
     (effect,) = loop.handle(tool_reply("run-1/0", add_call("a", 4, 5)))
     assert effect == CallTool("a", "add", {"x": 4, "y": 5}, "run-1/0/0")
+
+
+@pytest.mark.parametrize("planning", [None, 2])
+def test_opening_priority_is_the_priority_of_the_request_start_returns(
+    planning: int | None,
+) -> None:
+    loop = AgentLoop(
+        make_config(base_priority=7, priority_step=3, planning_interval=planning), MESSAGES
+    )
+    announced = loop.opening_priority
+    call = only_call_model(loop.start())
+    assert announced == call.hints.priority == 7
+    assert loop.opening_priority is None  # started: nothing more to announce
+
+
+def test_opening_priority_is_unknown_when_a_run_budget_could_end_the_run_at_start() -> None:
+    loop = AgentLoop(make_config(limits=UsageLimits(requests=0)), MESSAGES)
+    assert loop.opening_priority is None
+    assert isinstance(loop.start()[0], Abort)

@@ -63,6 +63,27 @@ async def test_queued_runs_are_served_in_line_order(autojump_clock: Any) -> None
     assert ended == {i: pytest.approx(1.0 + i // 2) for i in range(10)}
 
 
+async def test_a_fresh_run_queued_for_its_first_slot_builds_its_request_when_served(
+    autojump_clock: Any,
+) -> None:
+    # A run waiting for its first slot is its loop and its place in line: the loop starts
+    # (and its request is built) when the slot is granted, at the priority it announced.
+    model = ScriptedModel(lambda call: "done", latency=1.0)
+    loops = [make_loop(i, base_priority=i % 3) for i in range(9)]
+    assert [loop.opening_priority for loop in loops] == [i % 3 for i in range(9)]
+    async with (
+        open_driver(model, max_inflight=1, slot_policy="priority") as driver,
+        driver.stream(loops) as results,
+    ):
+        await trio.sleep(0.5)
+        assert [loop.state.name for loop in loops].count("IDLE") == 8
+        statuses = [r.status async for r in results]
+    assert statuses == ["ok"] * 9
+    # The first took the free slot; the rest by priority, ties in arrival order.
+    assert [agent_of(call) for call in model.calls] == [0, 2, 5, 8, 1, 4, 7, 3, 6]
+    assert [call.hints.priority for call in model.calls] == [0, 2, 2, 2, 1, 1, 1, 0, 0]
+
+
 async def test_a_queued_run_times_out_at_its_deadline_while_in_line(
     autojump_clock: Any,
 ) -> None:

@@ -430,6 +430,16 @@ class AgentLoop:
         return config._for_run(self._run_id, self._parent_session_id)
 
     @property
+    def opening_priority(self) -> int | None:
+        """The ``hints.priority`` of the request :meth:`start` is certain to return, or
+        ``None`` when it may return something else (the loop has started, or a run budget
+        could end it at once). A scheduler can queue a fresh run by this alone and call
+        :meth:`start` once the run's turn comes."""
+        if self._state is not RunState.IDLE or self._config.limits is not None:
+            return None
+        return self._config.base_priority
+
+    @property
     def transcript(self) -> tuple[Message, ...]:
         """The messages so far (results of a tool turn in progress are not included)."""
         return tuple(self._transcript)

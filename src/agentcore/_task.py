@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Generic
 import attrs
 
 from ._core.budgets import UsageLimits
-from ._core.config import LoopConfig, TruncatedPolicy
+from ._core.config import DEFAULT_FINAL_INSTRUCTION, LoopConfig, TruncatedPolicy
 from ._core.errors import ConfigError
 from ._core.events import CallModel
 from ._core.loop import AgentLoop
@@ -122,6 +122,10 @@ class Task(Generic[T]):
     """Sampling parameters of every request."""
     expected_output_tokens: int | None = None
     """Expected reply length, passed to the server as a hint."""
+    final_instruction: str | None = DEFAULT_FINAL_INSTRUCTION
+    """The user message of the request forced once ``max_turns`` tool turns are spent;
+    ``None``: that request adds no message and only withholds tools
+    (``LoopConfig.final_instruction``)."""
     on_truncated: TruncatedPolicy = "repair"
     """What a final answer cut by the token limit earns (``LoopConfig.on_truncated``)."""
     name: str = "task"
@@ -165,6 +169,7 @@ class Task(Generic[T]):
             expected_output_tokens=self.expected_output_tokens,
             limits=self.limits,
             planning_interval=self.planning_interval,
+            final_instruction=self.final_instruction,
             on_truncated=self.on_truncated,
         )
 

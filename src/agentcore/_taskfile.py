@@ -6,6 +6,7 @@
     system = "You review Python files for bugs."
     prompt = "Review this file:\\n\\n{source}"
     max_turns = 6
+    final_instruction = ""                             # once max_turns is spent: "" sends none
     tools = ["mytools:read_file", "mytools:grep"]      # module:attribute of @agentcore.tool objects
     output = "mymodels:BugReport"                      # module:attribute of an attrs class ...
 
@@ -57,6 +58,7 @@ _KEYS = {
     "max_output_retries",
     "expected_output_tokens",
     "planning_interval",
+    "final_instruction",
     "tools",
     "output",
     "output_fields",
@@ -176,7 +178,7 @@ def load_task(path: str | Path) -> Task[Any]:
         except ConfigError as exc:
             raise TaskFileError(f"{path}: limits: {exc}") from None
 
-    options = {
+    options: dict[str, Any] = {
         k: data[k]
         for k in (
             "name",
@@ -189,6 +191,11 @@ def load_task(path: str | Path) -> Task[Any]:
         )
         if k in data
     }
+    if "final_instruction" in data:
+        instruction = data["final_instruction"]
+        if not isinstance(instruction, str):
+            raise TaskFileError(f"{path}: final_instruction must be a string")
+        options["final_instruction"] = instruction or None
     try:
         return Task(
             prompt=data["prompt"],

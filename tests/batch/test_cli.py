@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from agentcore import UsageLimits, load_task
+from agentcore import Task, UsageLimits, load_task
 from agentcore._cli import main
 from agentcore._cli_output import finished_indices
 
@@ -171,6 +171,19 @@ def test_a_task_file_sets_usage_limits(tmp_path: Path) -> None:
     task = tmp_path / "task.toml"
     task.write_text("prompt = 'x {input}'\n[limits]\nrequests = 4\ntool_calls = 2\n")
     assert load_task(task).limits == UsageLimits(requests=4, tool_calls=2)
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [("", Task(prompt="x").final_instruction), ("final_instruction = 'Answer now.'",
+     "Answer now."), ("final_instruction = ''", None)],
+)  # fmt: skip
+def test_a_task_file_sets_or_drops_the_final_instruction(
+    tmp_path: Path, line: str, expected: str | None
+) -> None:
+    task = tmp_path / "task.toml"
+    task.write_text(f"prompt = 'x {{input}}'\n{line}\n")
+    assert load_task(task).final_instruction == expected
 
 
 def test_bad_input_lines_exit_2_with_their_line_numbers(

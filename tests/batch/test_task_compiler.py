@@ -136,3 +136,23 @@ def test_job_ids_are_checked() -> None:
         compile_job(TASK, {"source": "s", "path": "p"}, run_id="")
     with pytest.raises(agentcore.ConfigError):
         compile_job(TASK, {"source": "s", "path": "p"}, run_id="b-1", parent_session_id="")
+
+
+@pytest.mark.parametrize("instruction", ["Answer now, no tools.", None])
+def test_the_tasks_final_instruction_ends_the_forced_final_request(
+    instruction: str | None,
+) -> None:
+    task = attrs.evolve(TASK, max_turns=1, final_instruction=instruction)
+    loop = compile_job(task, {"source": "x = 1", "path": "a.py"}, run_id="r")
+    first = _first_call(loop)
+    reply = agentcore.core.AssistantMessage(
+        tool_calls=(agentcore.core.ToolCall("c0", "grep", '{"pattern": "x"}'),)
+    )
+    loop.handle(agentcore.core.ModelResponded(first.request_id, reply, agentcore.Usage()))
+    (final,) = loop.handle(agentcore.core.ToolReturned("c0", "x in ."))
+    assert isinstance(final, agentcore.core.CallModel) and final.hints.final
+    last = final.messages[-1]
+    if instruction is None:
+        assert isinstance(last, agentcore.core.ToolMessage)
+    else:
+        assert last == agentcore.core.UserMessage(instruction)

@@ -458,6 +458,19 @@ def test_max_turns_forces_a_final_request_with_tools_switched_off() -> None:
     assert isinstance(finish, Finish) and finish.output == "5"
 
 
+def test_without_a_final_instruction_the_final_request_adds_no_message() -> None:
+    loop = make_loop(max_turns=1, final_instruction=None)
+    first = only_call_model(loop.start())
+    loop.handle(tool_reply(first.request_id, add_call("c0")))
+    final = only_call_model(loop.handle(ToolReturned("c0", "5")))
+    assert final.hints.final is True and final.params.tool_choice == "none"
+    # The history ends with the tool result, as a hand-written loop would send it.
+    assert isinstance(final.messages[-1], ToolMessage)
+    assert len(final.messages) == len(first.messages) + 2
+    finish = only(loop.handle(text_reply(final.request_id, "5")), Finish)
+    assert isinstance(finish, Finish) and finish.output == "5"
+
+
 def test_requests_before_the_limit_are_not_final() -> None:
     loop = make_loop(max_turns=3)
     call = play_tool_turns(loop, 2)

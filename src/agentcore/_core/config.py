@@ -182,8 +182,12 @@ class LoopConfig:
         default=None, validator=optional_int_at_least(1)
     )
     """Expected reply length, passed on as a hint."""
-    final_instruction: str = attrs.field(default=DEFAULT_FINAL_INSTRUCTION, validator=nonempty_str)
-    """The user message of the forced final request."""
+    final_instruction: str | None = attrs.field(
+        default=DEFAULT_FINAL_INSTRUCTION, validator=optional_nonempty_str
+    )
+    """The user message of the forced final request; ``None``: none (the request still
+    withholds tools with ``tool_choice="none"``, and the prompt stays what a hand-written
+    loop would send)."""
     on_truncated: TruncatedPolicy = attrs.field(
         default="repair", validator=one_of("repair", "continue", "fail")
     )

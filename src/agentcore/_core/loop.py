@@ -852,7 +852,8 @@ class AgentLoop:
         config = self._config
         if self._tool_turns >= config.max_turns:
             self._final = True
-            self._transcript.append(UserMessage(config.final_instruction))
+            if config.final_instruction is not None:
+                self._transcript.append(UserMessage(config.final_instruction))
             return self._request()
         planning = config.planning_interval
         return self._request(plan=planning is not None and self._tool_turns % planning == 0)

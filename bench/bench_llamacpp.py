@@ -15,6 +15,10 @@ Contenders, each in its own subprocess (client CPU measured by ``wait4``):
 - ``agentcore``: ``run_batch`` over ``llamacpp://`` with the backend's defaults: the prefix
   warmed by slot copy (``warm_up="slots"``), ``max_inflight`` = slots, slots released during
   tool waits, identical searches coalesced;
+- ``agentcore-plain``: the same, but sending exactly the hand-written loops' messages: no
+  final-turn instruction (``Task(final_instruction=None)``; agentcore's default adds a user
+  message to the forced final request, about 40 tokens per agent);
+- ``agentcore-xK``: the defaults with ``max_inflight`` = K x slots;
 - ``minimal``: a hand-written trio + httpx loop, a semaphore of ``slots`` around each request
   (released during tool waits), no warm-up, no coalescing;
 - ``isolated``: the minimal loop holding its slot through the tool wait, and no prefix shared
@@ -81,7 +85,9 @@ def inputs(n: int) -> list[dict[str, str]]:
 # ---------------------------------------------------------------------------- contenders
 
 
-async def run_agentcore(url: str, n: int, slots: int, latency: float) -> dict[str, Any]:
+async def run_agentcore(
+    url: str, n: int, slots: int, latency: float, plain: bool = False
+) -> dict[str, Any]:
     import trio
 
     import agentcore
@@ -108,6 +114,7 @@ async def run_agentcore(url: str, n: int, slots: int, latency: float) -> dict[st
         max_turns=1,
         params=ModelParams(tool_choice="required", max_tokens=MAX_TOKENS),
         name="research",
+        **({"final_instruction": None} if plain else {}),
     )
     cpu0, t0 = self_cpu(), time.perf_counter()
     async with agentcore.open_driver(
@@ -206,10 +213,10 @@ def contender_main(args: argparse.Namespace) -> int:
 
     name, url, n, slots, latency = args.contender, args.url, args.n[0], args.slots, args.latency
     capped = INFLIGHT.match(name)
-    if name == "agentcore" or capped:
+    if name in ("agentcore", "agentcore-plain") or capped:
         url = url.replace("http://", "llamacpp://")
         inflight = slots * int(capped.group(1)) if capped else slots
-        report = trio.run(run_agentcore, url, n, inflight, latency)
+        report = trio.run(run_agentcore, url, n, inflight, latency, name == "agentcore-plain")
     else:
         hold = name == "isolated"
         limit = None if name == "naive" else slots

@@ -984,7 +984,7 @@ class Driver:
             runs_failed=self._ends["failed"],
             runs_cancelled=self._ends["cancelled"],
             requests=requests.requests,
-            recent_requests=tuple(requests.recent),
+            recent_requests=requests.recent,
             attempts=requests.attempts,
             failed_requests=requests.failed,
             latency=requests.latency.summary(),

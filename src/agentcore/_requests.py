@@ -37,7 +37,7 @@ from ._observe.observer import Observer
 from ._rate_limiter import RateLimiter
 from ._results import Run
 from ._slot_limiter import Parked, Slot, SlotLimiter
-from ._stats import RequestStats, RequestTotals
+from ._stats import RequestTotals
 from ._steps import ModelReplied, RequestFailed, RequestStarted, RetryScheduled, step_deltas
 
 __all__ = ["ModelRequests"]
@@ -345,19 +345,17 @@ class ModelRequests:
     ) -> None:
         usage = event.usage if isinstance(event, ModelResponded) else Usage()
         self.stats.add(
-            RequestStats(  # positional: this runs once per model request
-                call.request_id,
-                None if run is None else run.index,
-                attempts,
-                slot_wait,
-                latency,
-                elapsed,
-                ttft,
-                usage.prompt_tokens,
-                usage.completion_tokens,
-                usage.cached_tokens,
-                event.error.kind if isinstance(event, ModelFailed) else None,
-                self.name,
-                event.finish_reason if isinstance(event, ModelResponded) else None,
-            )
+            call.request_id,
+            None if run is None else run.index,
+            attempts,
+            slot_wait,
+            latency,
+            elapsed,
+            ttft,
+            usage.prompt_tokens,
+            usage.completion_tokens,
+            usage.cached_tokens,
+            event.error.kind if isinstance(event, ModelFailed) else None,
+            self.name,
+            event.finish_reason if isinstance(event, ModelResponded) else None,
         )

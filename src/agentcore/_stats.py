@@ -191,6 +191,13 @@ class RequestStats:
     """The reply's finish reason (``stop``, ``tool_calls``, ``length``...), when it said."""
 
 
+_RequestFields = tuple[
+    str, int | None, int, float, float, float, float | None, int, int, int | None,
+    ErrorKind | None, str, str | None,
+]  # fmt: skip
+"""The fields of one :class:`RequestStats`, in order."""
+
+
 class RequestTotals:
     """Aggregates of every finished model request: counters, bounded distributions, the
     latest requests in detail and, with model fallback, the successes per backend. Its size
@@ -212,32 +219,69 @@ class RequestTotals:
         self.latency = Distribution()
         self.ttft = Distribution()
         self.slot_wait = Distribution()
-        self.recent: deque[RequestStats] = deque(maxlen=RECENT_REQUESTS)
-        """The latest requests in detail."""
+        self._recent: deque[_RequestFields] = deque(maxlen=RECENT_REQUESTS)
+        """The fields of the latest requests (a ``RequestStats`` each once read)."""
         self.served_by: dict[str, int] = {}
         """Successful requests per backend name (model fallback only)."""
         self.truncated = 0
         """Replies cut by the token limit (``finish_reason == "length"``)."""
 
-    def add(self, request: RequestStats) -> None:
-        """Count one finished request."""
+    @property
+    def recent(self) -> tuple[RequestStats, ...]:
+        """The latest requests in detail, oldest first."""
+        return tuple(RequestStats(*fields) for fields in self._recent)
+
+    def add(  # noqa: PLR0917 - the fields of a RequestStats, in order (once per request)
+        self,
+        request_id: str,
+        index: int | None,
+        attempts: int,
+        slot_wait: float,
+        latency: float,
+        elapsed: float,
+        ttft: float | None,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cached_tokens: int | None,
+        error: ErrorKind | None,
+        backend: str,
+        finish_reason: str | None,
+    ) -> None:
+        """Count one finished request, given the fields of its :class:`RequestStats` (which
+        is built only when :attr:`recent` is read)."""
         self.requests += 1
-        if request.error is not None:
+        if error is not None:
             self.failed += 1
-        elif request.backend:
-            self.served_by[request.backend] = self.served_by.get(request.backend, 0) + 1
-        if request.finish_reason == "length":
+        elif backend:
+            self.served_by[backend] = self.served_by.get(backend, 0) + 1
+        if finish_reason == "length":
             self.truncated += 1
-        self.prompt_tokens += request.prompt_tokens
-        self.completion_tokens += request.completion_tokens
-        if request.cached_tokens is not None:
-            self.cached_tokens += request.cached_tokens
-            self.known_prompt_tokens += request.prompt_tokens
-        self.latency.add(request.latency)
-        self.slot_wait.add(request.slot_wait)
-        if request.ttft is not None:
-            self.ttft.add(request.ttft)
-        self.recent.append(request)
+        self.prompt_tokens += prompt_tokens
+        self.completion_tokens += completion_tokens
+        if cached_tokens is not None:
+            self.cached_tokens += cached_tokens
+            self.known_prompt_tokens += prompt_tokens
+        self.latency.add(latency)
+        self.slot_wait.add(slot_wait)
+        if ttft is not None:
+            self.ttft.add(ttft)
+        self._recent.append(
+            (
+                request_id,
+                index,
+                attempts,
+                slot_wait,
+                latency,
+                elapsed,
+                ttft,
+                prompt_tokens,
+                completion_tokens,
+                cached_tokens,
+                error,
+                backend,
+                finish_reason,
+            )
+        )
 
 
 @attrs.frozen

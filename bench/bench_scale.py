@@ -118,12 +118,15 @@ def inputs(n: int) -> Iterable[dict[str, int]]:
 # ---------------------------------------------------------------------------- CPU pass
 
 
-async def cpu_pass(n: int, inflight: int) -> dict[str, float]:
+async def cpu_pass(n: int, inflight: int, slot_policy: str = "fifo") -> dict[str, float]:
     task, tool = make_task(None)
     model = ForgetfulModel()
     gc.collect()
     cpu0, t0 = time.process_time(), time.perf_counter()
-    async with agentcore.open_driver(model, max_inflight=inflight, tools=[tool]) as driver:
+    options: dict[str, Any] = {} if slot_policy == "fifo" else {"slot_policy": slot_policy}
+    async with agentcore.open_driver(
+        model, max_inflight=inflight, tools=[tool], **options
+    ) as driver:
         async with agentcore.open_batch(task, inputs(n), driver=driver, warm=False) as stream:
             ok = 0
             async for result in stream:
@@ -236,6 +239,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=8, help="allocation sites to list")
     parser.add_argument("--skip-memory", action="store_true")
     parser.add_argument(
+        "--slot-policy",
+        choices=("fifo", "priority"),
+        default="fifo",
+        help="the driver's slot line in the CPU passes: fifo (the driver's default, as first "
+        "measured) or priority (the default of batches that open their own driver)",
+    )
+    parser.add_argument(
         "--no-gc",
         action="store_true",
         help="disable Python's cyclic garbage collector during the CPU passes (to see its share)",
@@ -247,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     for repeat in range(args.repeats):
         if args.no_gc:
             gc.disable()
-        result = trio.run(cpu_pass, args.n, args.inflight)
+        result = trio.run(cpu_pass, args.n, args.inflight, args.slot_policy)
         gc.enable()
         passes.append(result)
         print(

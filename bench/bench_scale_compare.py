@@ -9,7 +9,8 @@ CPU per turn of each tree, its passes, and the memory figures:
     .venv/bin/python bench/bench_scale_compare.py --src /tmp/base/src --src src
 
 Each tree runs the ``bench_scale.py`` next to its ``src`` when there is one (the benchmark as
-it was at that commit), else this checkout's.
+it was at that commit), else this checkout's; with ``--slot-policy`` every tree runs this
+checkout's (``--slot-policy priority`` measures the slot line batches use by default).
 """
 
 from __future__ import annotations
@@ -25,14 +26,14 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def _bench(src: Path) -> Path:
-    own = src.resolve().parent / "bench" / "bench_scale.py"
-    return own if own.exists() else HERE / "bench_scale.py"
+def _bench(src: Path, own: bool) -> Path:
+    mine = src.resolve().parent / "bench" / "bench_scale.py"
+    return mine if own and mine.exists() else HERE / "bench_scale.py"
 
 
-def _run(src: Path, args: list[str]) -> str:
+def _run(src: Path, args: list[str], own: bool = True) -> str:
     return subprocess.run(
-        [sys.executable, str(_bench(src)), *args],
+        [sys.executable, str(_bench(src, own)), *args],
         env=dict(os.environ, PYTHONPATH=str(src.resolve())),
         check=True,
         capture_output=True,
@@ -47,11 +48,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--memory-n", type=int, default=10_000)
+    parser.add_argument(
+        "--slot-policy",
+        choices=("fifo", "priority"),
+        default=None,
+        help="the CPU passes' slot line (bench_scale.py --slot-policy); given, every tree "
+        "runs this checkout's bench_scale.py (older ones lack the option)",
+    )
     args = parser.parse_args(argv)
+    policy = [] if args.slot_policy is None else ["--slot-policy", args.slot_policy]
     cpu: dict[Path, list[float]] = {src: [] for src in args.src}
     for _ in range(args.repeats):
         for src in args.src:
-            out = _run(src, ["--n", str(args.n), "--repeats", "1", "--skip-memory"])
+            cmd = ["--n", str(args.n), "--repeats", "1", "--skip-memory", *policy]
+            out = _run(src, cmd, own=not policy)
             cpu[src].append(float(re.findall(r"([\d.]+) us/turn", out)[0]))
             print(f"  {src}: CPU pass {cpu[src][-1]:.1f} us/turn", flush=True)
     first = statistics.median(cpu[args.src[0]])

@@ -41,10 +41,14 @@ Run: ``make bench-llamacpp`` or ``.venv/bin/python bench/bench_llamacpp.py [--n 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import math
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -85,8 +89,8 @@ def inputs(n: int) -> list[dict[str, str]]:
 # ---------------------------------------------------------------------------- contenders
 
 
-async def run_agentcore(
-    url: str, n: int, slots: int, latency: float, plain: bool = False
+async def run_agentcore(  # noqa: PLR0917 - a contender's settings, one call site
+    url: str, n: int, slots: int, latency: float, plain: bool = False, trace: str | None = None
 ) -> dict[str, Any]:
     import trio
 
@@ -118,7 +122,7 @@ async def run_agentcore(
     )
     cpu0, t0 = self_cpu(), time.perf_counter()
     async with agentcore.open_driver(
-        url, model="bench", max_inflight=slots, tools=[web_search]
+        url, model="bench", max_inflight=slots, tools=[web_search], trace=trace
     ) as driver:
         async with agentcore.open_batch(task, inputs(n), driver=driver, warm=True) as stream:
             results = [r async for r in stream]
@@ -216,7 +220,8 @@ def contender_main(args: argparse.Namespace) -> int:
     if name in ("agentcore", "agentcore-plain") or capped:
         url = url.replace("http://", "llamacpp://")
         inflight = slots * int(capped.group(1)) if capped else slots
-        report = trio.run(run_agentcore, url, n, inflight, latency, name == "agentcore-plain")
+        plain = name == "agentcore-plain"
+        report = trio.run(run_agentcore, url, n, inflight, latency, plain, args.trace)
     else:
         hold = name == "isolated"
         limit = None if name == "naive" else slots
@@ -249,12 +254,57 @@ def server(command: str, port: int, args: argparse.Namespace | None = None) -> N
     subprocess.run(argv, check=command == "start", capture_output=True, timeout=120)
 
 
+def handoffs(trace: Path, slots: int) -> dict[str, Any]:
+    """The client-side hand-off gaps of an agentcore run's trace: on each slot track, the time
+    from one attempt's end to the next attempt's start while requests were waiting for a slot
+    (the slot idles for that long at the client, before the server sees the next request)."""
+    from bisect import bisect_right
+
+    from agentcore._observe.trace import SLOTS_PID, read_trace
+
+    lanes: dict[int, list[tuple[float, float]]] = {}
+    waits: list[tuple[float, int]] = []
+    for event in read_trace(trace):
+        if (
+            event.get("ph") == "X"
+            and event.get("pid") == SLOTS_PID
+            and event["name"] != "streaming"
+        ):
+            lanes.setdefault(event["tid"], []).append((event["ts"], event["ts"] + event["dur"]))
+        elif event.get("ph") == "C" and event.get("name") == "slots":
+            waits.append((event["ts"], event["args"].get("waiting", 0)))
+    waits.sort()
+    times = [t for t, _ in waits]
+    gaps, first, last = [], math.inf, 0.0
+    for spans in lanes.values():
+        spans.sort()
+        first, last = min(first, spans[0][0]), max(last, spans[-1][1])
+        for (_, end), (start, _) in itertools.pairwise(spans):
+            k = bisect_right(times, end) - 1
+            if k >= 0 and waits[k][1] > 0:
+                gaps.append((start - end) / 1e3)  # ms
+    if not gaps:
+        return {}
+    gaps.sort()
+    return {
+        "handoffs": len(gaps),
+        "gap_ms_median": median(gaps),
+        "gap_ms_p90": gaps[int(0.9 * (len(gaps) - 1))],
+        "idle_share": sum(gaps) / 1e3 / (slots * (last - first) / 1e6),
+    }
+
+
 def run_one(name: str, n: int, args: argparse.Namespace, port: int) -> dict[str, Any]:
     server("start", port, args)
+    trace = None
+    if args.timeline and name.startswith("agentcore"):
+        trace = Path(tempfile.mkdtemp()) / "trace.json"
     try:
         argv = [project_python(), __file__, "--contender", name, "--url",
                 f"http://127.0.0.1:{port}", "--n", str(n), "--slots", str(args.slots),
                 "--latency", str(args.latency)]  # fmt: skip
+        if trace is not None:
+            argv += ["--trace", str(trace)]
         measured = run_measured(argv, timeout=args.time_limit)
         counters = metrics(port)
     finally:
@@ -266,6 +316,9 @@ def run_one(name: str, n: int, args: argparse.Namespace, port: int) -> dict[str,
     report["decodes"] = counters.get("n_decode_total")
     report["busy_per_decode"] = counters.get("n_busy_slots_per_decode")
     report["process_cpu"] = measured.cpu
+    if trace is not None and trace.exists():
+        report.update(handoffs(trace, args.slots))
+        shutil.rmtree(trace.parent, ignore_errors=True)
     return report
 
 
@@ -293,7 +346,11 @@ def orchestrate(args: argparse.Namespace) -> int:
                       f"prefill {fmt(result.get('prefill'), 0)} ok {result.get('ok')}/{n} "
                       f"steps {fmt(result.get('decodes'), 0)} "
                       f"busy {fmt(result.get('busy_per_decode'))} warm {result.get('warm_up_s')} "
-                      f"cpu {fmt(result.get('process_cpu'))} {result.get('crash') or ''}",
+                      f"cpu {fmt(result.get('process_cpu'))} {result.get('crash') or ''}"
+                      + (f" hand-offs {result['handoffs']} gap median "
+                         f"{result['gap_ms_median']:.2f} ms p90 {result['gap_ms_p90']:.2f} ms "
+                         f"slot idle {100 * result['idle_share']:.2f} %"
+                         if "handoffs" in result else ""),
                       flush=True)  # fmt: skip
         everything[n] = runs
         print()
@@ -344,7 +401,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--contenders", type=lambda s: s.split(","), default=list(CONTENDERS))
     parser.add_argument("--time-limit", type=float, default=600.0)
     parser.add_argument("--json", default=None, help="also write every run to this file")
+    parser.add_argument(
+        "--timeline",
+        action="store_true",
+        help="agentcore contenders write a trace; report the client-side hand-off gaps "
+        "(a slot idle between one attempt's end and the next one's start while requests wait)",
+    )
     parser.add_argument("--contender", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--trace", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--url", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.contender:

@@ -204,12 +204,13 @@ class ResultQueue:
     takes them. ``close()`` says no result will follow.
     """
 
-    __slots__ = ("_closed", "_items", "_waiting")
+    __slots__ = ("_closed", "_items", "_taken", "_waiting")
 
     def __init__(self) -> None:
         self._items: deque[Result] = deque()
         self._waiting = trio.lowlevel.ParkingLot()
         self._closed = False
+        self._taken = 0
 
     def put(self, result: Result) -> None:
         """Add a result, waking the consumer if it waits."""
@@ -222,10 +223,29 @@ class ResultQueue:
         self._closed = True
         self._waiting.unpark_all()
 
+    async def take(self) -> Result | None:
+        """The next result, waiting for one if needed; ``None`` once closed and empty.
+
+        A result already there is taken without a task switch, but once per
+        :data:`_YIELD_EVERY` such results the consumer yields to other tasks: it keeps up
+        with many runs ending at once, yet never holds the scheduler for long.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        items = self._items
+        if items:
+            result = items.popleft()
+            self._taken += 1
+            if self._taken % _YIELD_EVERY == 0:
+                await trio.lowlevel.cancel_shielded_checkpoint()
+            return result
+        while not items:
+            if self._closed:
+                return None
+            await self._waiting.park()
+        return items.popleft()
+
 
 _YIELD_EVERY = 64
-"""A consumer taking results that are already there yields to other tasks once per this many:
-it keeps up with many runs ending at once, yet never holds the scheduler for long."""
 
 
 class ResultStream:
@@ -237,26 +257,15 @@ class ResultStream:
     def __init__(self, queue: ResultQueue, group: Group) -> None:
         self._queue = queue
         self._group = group
-        self._taken = 0
 
     def __aiter__(self) -> ResultStream:
         return self
 
     async def __anext__(self) -> Result:
-        await trio.lowlevel.checkpoint_if_cancelled()
-        queue = self._queue
-        items = queue._items
-        if items:
-            result = items.popleft()
-            self._taken += 1
-            if self._taken % _YIELD_EVERY == 0:
-                await trio.lowlevel.cancel_shielded_checkpoint()
-            return result
-        while not items:
-            if queue._closed:
-                raise StopAsyncIteration
-            await queue._waiting.park()
-        return items.popleft()
+        result = await self._queue.take()
+        if result is None:
+            raise StopAsyncIteration
+        return result
 
     def cancel(self) -> None:
         """End every run of this batch promptly.

@@ -117,6 +117,11 @@ def _first_effects(loop: AgentLoop) -> tuple[Effect, ...]:
     raise LocalProtocolError(f"the loop cannot be run: it is {state.name}", state=state)
 
 
+_FEED_STRIDE = 64
+"""A stream's feeder yields to the runs it started once per this many (without ``max_active``,
+every run starts at once: parking 100,000 takes a second or more)."""
+
+
 def _opening_call(loop: AgentLoop) -> CallModel:
     """The first request of a loop whose :attr:`~AgentLoop.opening_priority` was known."""
     call = loop.start()[0]
@@ -599,6 +604,10 @@ class Driver:
             if holds:
                 assert active is not None
                 await active.acquire_on_behalf_of(index)
+            elif index % _FEED_STRIDE == _FEED_STRIDE - 1:
+                # Let the runs started so far go on: the first requests leave at once
+                # instead of after the whole input is parked.
+                await trio.lowlevel.checkpoint()
             if group.guard is not None:
                 refused = group.guard.refuses_run()
                 if refused is not None:

@@ -170,6 +170,30 @@ async def test_a_slow_consumer_does_not_hold_the_slots_back(autojump_clock: Any)
     assert sorted(received) == list(range(10))
 
 
+async def test_a_large_stream_sends_its_first_requests_before_it_has_read_every_input() -> None:
+    # Without ``max_active`` every loop starts as the stream reads it, but the stream lets the
+    # runs started so far go on every 64: the first request does not wait for all 2,000.
+    read = 0
+    seen_at_first_request: list[int] = []
+
+    def loops() -> Any:
+        nonlocal read
+        for i in range(2000):
+            read += 1
+            yield make_loop(i)
+
+    def policy(call: CallModel) -> str:
+        if not seen_at_first_request:
+            seen_at_first_request.append(read)
+        return "done"
+
+    async with open_driver(ScriptedModel(policy), max_inflight=8) as driver:
+        async with driver.stream(loops()) as results:
+            statuses = [r.status async for r in results]
+    assert statuses == ["ok"] * 2000
+    assert seen_at_first_request[0] <= 1000
+
+
 async def test_a_consumer_takes_results_already_there_in_bulk_yet_lets_others_run() -> None:
     # 300 results wait while the consumer sleeps. Taking them costs no task switch each (a
     # result per scheduler pass would let a fast batch outrun its consumer), yet the

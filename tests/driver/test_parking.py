@@ -187,9 +187,11 @@ async def test_a_large_stream_sends_its_first_requests_before_it_has_read_every_
             seen_at_first_request.append(read)
         return "done"
 
-    async with open_driver(ScriptedModel(policy), max_inflight=8) as driver:
-        async with driver.stream(loops()) as results:
-            statuses = [r.status async for r in results]
+    async with (
+        open_driver(ScriptedModel(policy), max_inflight=8) as driver,
+        driver.stream(loops()) as results,
+    ):
+        statuses = [r.status async for r in results]
     assert statuses == ["ok"] * 2000
     assert seen_at_first_request[0] <= 1000
 

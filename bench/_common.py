@@ -28,7 +28,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -394,6 +394,15 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     low = int(position)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def rotations(names: Sequence[str], repeats: int) -> Iterator[tuple[int, str]]:
+    """``(repeat, name)`` for every pass of every contender, the order rotated by one per
+    repeat so that no contender always runs first (or last)."""
+    for repeat in range(repeats):
+        shift = repeat % len(names)
+        for name in [*names[shift:], *names[:shift]]:
+            yield repeat, name
 
 
 def median(values: Iterable[float | None]) -> float | None:

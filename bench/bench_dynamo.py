@@ -57,6 +57,7 @@ from _common import (
     project_python,
     research_script,
     research_workload,
+    rotations,
     run_measured,
     table,
 )
@@ -207,18 +208,15 @@ def orchestrate(args: argparse.Namespace) -> int:
             workload_file = workload.dump(work / f"workload-{n}.json")
             plan = Plan(workload, workload_file, stack_module, install, replay, args)
             runs: dict[str, list[dict[str, Any]]] = {c: [] for c in contenders}
-            for repeat in range(args.repeats):
-                # Rotate the order so that no contender always runs first (or last).
-                shift = repeat % len(contenders)
-                for name in contenders[shift:] + contenders[:shift]:
-                    started = time.perf_counter()
-                    result = run_contender(name, plan, work / f"run-{n}-{repeat}-{name}")
-                    runs[name].append(result)
-                    print(progress(n, repeat, name, result, time.perf_counter() - started))
-                    if result.get("errors"):
-                        print(f"      errors: {result['errors']}", flush=True)
-                    if result.get("warm", ["ok"]) != ["ok"]:
-                        print(f"      prefix warm-up: {result['warm']}", flush=True)
+            for repeat, name in rotations(contenders, args.repeats):
+                started = time.perf_counter()
+                result = run_contender(name, plan, work / f"run-{n}-{repeat}-{name}")
+                runs[name].append(result)
+                print(progress(n, repeat, name, result, time.perf_counter() - started))
+                if result.get("errors"):
+                    print(f"      errors: {result['errors']}", flush=True)
+                if result.get("warm", ["ok"]) != ["ok"]:
+                    print(f"      prefix warm-up: {result['warm']}", flush=True)
             everything[n] = runs
             print()
             print(report_table(n, runs, args))

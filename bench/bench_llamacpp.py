@@ -61,8 +61,10 @@ from _common import (
     fmt,
     machine,
     median,
+    percentile,
     project_python,
     research_system_prompt,
+    rotations,
     run_measured,
     self_cpu,
     table,
@@ -285,11 +287,10 @@ def handoffs(trace: Path, slots: int) -> dict[str, Any]:
                 gaps.append((start - end) / 1e3)  # ms
     if not gaps:
         return {}
-    gaps.sort()
     return {
         "handoffs": len(gaps),
         "gap_ms_median": median(gaps),
-        "gap_ms_p90": gaps[int(0.9 * (len(gaps) - 1))],
+        "gap_ms_p90": percentile(gaps, 90),
         "idle_share": sum(gaps) / 1e3 / (slots * (last - first) / 1e6),
     }
 
@@ -322,6 +323,20 @@ def run_one(name: str, n: int, args: argparse.Namespace, port: int) -> dict[str,
     return report
 
 
+def progress(n: int, repeat: int, name: str, result: dict[str, Any]) -> str:
+    """One line per pass."""
+    line = (f"  n={n} run {repeat + 1} {name:10s} wall {fmt(result.get('wall'))} s "
+            f"prefill {fmt(result.get('prefill'), 0)} ok {result.get('ok')}/{n} "
+            f"steps {fmt(result.get('decodes'), 0)} busy {fmt(result.get('busy_per_decode'))} "
+            f"warm {result.get('warm_up_s')} cpu {fmt(result.get('process_cpu'))} "
+            f"{result.get('crash') or ''}")  # fmt: skip
+    if "handoffs" in result:
+        line += (f" hand-offs {result['handoffs']} gap median {result['gap_ms_median']:.2f} ms"
+                 f" p90 {result['gap_ms_p90']:.2f} ms"
+                 f" slot idle {100 * result['idle_share']:.2f} %")  # fmt: skip
+    return line
+
+
 def orchestrate(args: argparse.Namespace) -> int:
     import signal
     import socket
@@ -337,21 +352,10 @@ def orchestrate(args: argparse.Namespace) -> int:
     everything: dict[int, dict[str, list[dict[str, Any]]]] = {}
     for n in args.n:
         runs: dict[str, list[dict[str, Any]]] = {c: [] for c in args.contenders}
-        for repeat in range(args.repeats):
-            shift = repeat % len(args.contenders)
-            for name in args.contenders[shift:] + args.contenders[:shift]:
-                result = run_one(name, n, args, port)
-                runs[name].append(result)
-                print(f"  n={n} run {repeat + 1} {name:10s} wall {fmt(result.get('wall'))} s "
-                      f"prefill {fmt(result.get('prefill'), 0)} ok {result.get('ok')}/{n} "
-                      f"steps {fmt(result.get('decodes'), 0)} "
-                      f"busy {fmt(result.get('busy_per_decode'))} warm {result.get('warm_up_s')} "
-                      f"cpu {fmt(result.get('process_cpu'))} {result.get('crash') or ''}"
-                      + (f" hand-offs {result['handoffs']} gap median "
-                         f"{result['gap_ms_median']:.2f} ms p90 {result['gap_ms_p90']:.2f} ms "
-                         f"slot idle {100 * result['idle_share']:.2f} %"
-                         if "handoffs" in result else ""),
-                      flush=True)  # fmt: skip
+        for repeat, name in rotations(args.contenders, args.repeats):
+            result = run_one(name, n, args, port)
+            runs[name].append(result)
+            print(progress(n, repeat, name, result), flush=True)
         everything[n] = runs
         print()
         print(report_table(n, runs, args))

@@ -49,6 +49,7 @@ from _common import (
     machine,
     median,
     project_python,
+    rotations,
     run_measured,
     table,
 )
@@ -123,39 +124,37 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
             workload = lookup_workload(args.n, tool_latency=args.tool_latency)
             workload_file = workload.dump(Path(tmp) / "workload.json")
-            for repeat in range(args.repeats):
-                shift = repeat % len(contenders)
-                for name in contenders[shift:] + contenders[:shift]:
-                    server_cpu = server.cpu()
-                    started = time.perf_counter()
-                    measured = run_measured(
-                        contender_argv(name, workload_file, server.port, args.slots),
-                        timeout=args.time_limit,
-                        env=(
-                            {**os.environ, "PYTHONPATH": args.ref_src}
-                            if name == "agentcore-ref"
-                            else None
-                        ),
-                    )
-                    result = {
-                        **measured.report,
-                        "process_cpu": measured.cpu,
-                        "rss_mb": measured.max_rss_mb,
-                        "server_cpu": server.cpu() - server_cpu,
-                    }
-                    if measured.returncode != 0 or not measured.report:
-                        result["crash"] = measured.stderr.strip().splitlines()[-3:]
-                    runs[name].append(result)
-                    crashed = ", CRASH" if "crash" in result else ""
-                    print(
-                        f"  run {repeat + 1} {name:20s} wall {fmt(result.get('wall'))} s  "
-                        f"cpu {fmt(result.get('cpu'))} s  rss {fmt(result['rss_mb'], 0)} MB  "
-                        f"ok {result.get('ok')}/{args.n}  tools {result.get('tool_executions')}  "
-                        f"({time.perf_counter() - started:.1f} s{crashed})",
-                        flush=True,
-                    )
-                    if result.get("crash") or result.get("errors"):
-                        print(f"      {result.get('crash') or result.get('errors')}", flush=True)
+            for repeat, name in rotations(contenders, args.repeats):
+                server_cpu = server.cpu()
+                started = time.perf_counter()
+                measured = run_measured(
+                    contender_argv(name, workload_file, server.port, args.slots),
+                    timeout=args.time_limit,
+                    env=(
+                        {**os.environ, "PYTHONPATH": args.ref_src}
+                        if name == "agentcore-ref"
+                        else None
+                    ),
+                )
+                result = {
+                    **measured.report,
+                    "process_cpu": measured.cpu,
+                    "rss_mb": measured.max_rss_mb,
+                    "server_cpu": server.cpu() - server_cpu,
+                }
+                if measured.returncode != 0 or not measured.report:
+                    result["crash"] = measured.stderr.strip().splitlines()[-3:]
+                runs[name].append(result)
+                crashed = ", CRASH" if "crash" in result else ""
+                print(
+                    f"  run {repeat + 1} {name:20s} wall {fmt(result.get('wall'))} s  "
+                    f"cpu {fmt(result.get('cpu'))} s  rss {fmt(result['rss_mb'], 0)} MB  "
+                    f"ok {result.get('ok')}/{args.n}  tools {result.get('tool_executions')}  "
+                    f"({time.perf_counter() - started:.1f} s{crashed})",
+                    flush=True,
+                )
+                if result.get("crash") or result.get("errors"):
+                    print(f"      {result.get('crash') or result.get('errors')}", flush=True)
     finally:
         server.stop()
     print()

@@ -38,6 +38,7 @@ from _common import (
     machine,
     median,
     project_python,
+    rotations,
     run_measured,
 )
 from _common import table as make_table
@@ -92,31 +93,28 @@ def main(argv: list[str] | None = None) -> int:
             baseline_src = export_tree(args.baseline, Path(tmp))
             workload = lookup_workload(args.n, tool_latency=args.tool_latency)
             workload_file = workload.dump(Path(tmp) / "workload.json")
-            names = chosen
-            for repeat in range(args.repeats):
-                shift = repeat % len(names)
-                for name in names[shift:] + names[:shift]:
-                    env = dict(os.environ)
-                    if name == "baseline":
-                        env["PYTHONPATH"] = str(baseline_src)
-                    runner = [project_python(), str(BASELINES / "agentcore_runner.py")]
-                    runner += [str(workload_file), "--url", f"vllm://127.0.0.1:{server.port}"]
-                    runner += ["--slots", str(args.slots), *MODES[name]]
-                    started = time.perf_counter()
-                    measured = run_measured(runner, timeout=args.time_limit, env=env)
-                    report = dict(measured.report)
-                    if measured.returncode != 0 or not report:
-                        print(measured.stderr.strip().splitlines()[-3:], file=sys.stderr)
-                        return 1
-                    runs[name].append(report)
-                    print(
-                        f"  run {repeat + 1} {name:9s} wall {fmt(report['wall'])} s  "
-                        f"cpu {fmt(report['cpu'])} s  ok {report['ok']}/{args.n}  "
-                        f"events {report.get('step_events')}  deltas "
-                        f"{report.get('delta_events')}  ({time.perf_counter() - started:.1f} s; "
-                        f"{report.get('agentcore')})",
-                        flush=True,
-                    )
+            for repeat, name in rotations(chosen, args.repeats):
+                env = dict(os.environ)
+                if name == "baseline":
+                    env["PYTHONPATH"] = str(baseline_src)
+                runner = [project_python(), str(BASELINES / "agentcore_runner.py")]
+                runner += [str(workload_file), "--url", f"vllm://127.0.0.1:{server.port}"]
+                runner += ["--slots", str(args.slots), *MODES[name]]
+                started = time.perf_counter()
+                measured = run_measured(runner, timeout=args.time_limit, env=env)
+                report = dict(measured.report)
+                if measured.returncode != 0 or not report:
+                    print(measured.stderr.strip().splitlines()[-3:], file=sys.stderr)
+                    return 1
+                runs[name].append(report)
+                print(
+                    f"  run {repeat + 1} {name:9s} wall {fmt(report['wall'])} s  "
+                    f"cpu {fmt(report['cpu'])} s  ok {report['ok']}/{args.n}  "
+                    f"events {report.get('step_events')}  deltas "
+                    f"{report.get('delta_events')}  ({time.perf_counter() - started:.1f} s; "
+                    f"{report.get('agentcore')})",
+                    flush=True,
+                )
     finally:
         server.stop()
 

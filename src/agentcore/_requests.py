@@ -345,17 +345,19 @@ class ModelRequests:
     ) -> None:
         usage = event.usage if isinstance(event, ModelResponded) else Usage()
         self.stats.add(
-            call.request_id,
-            None if run is None else run.index,
-            attempts,
-            slot_wait,
-            latency,
-            elapsed,
-            ttft,
-            usage.prompt_tokens,
-            usage.completion_tokens,
-            usage.cached_tokens,
-            event.error.kind if isinstance(event, ModelFailed) else None,
-            self.name,
-            event.finish_reason if isinstance(event, ModelResponded) else None,
+            (
+                call.request_id,
+                None if run is None else run.index,
+                attempts,
+                slot_wait,
+                latency,
+                elapsed,
+                ttft,
+                usage.prompt_tokens,
+                usage.completion_tokens,
+                usage.cached_tokens,
+                event.error.kind if isinstance(event, ModelFailed) else None,
+                self.name,
+                event.finish_reason if isinstance(event, ModelResponded) else None,
+            )
         )

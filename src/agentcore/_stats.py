@@ -231,24 +231,11 @@ class RequestTotals:
         """The latest requests in detail, oldest first."""
         return tuple(RequestStats(*fields) for fields in self._recent)
 
-    def add(  # noqa: PLR0917 - the fields of a RequestStats, in order (once per request)
-        self,
-        request_id: str,
-        index: int | None,
-        attempts: int,
-        slot_wait: float,
-        latency: float,
-        elapsed: float,
-        ttft: float | None,
-        prompt_tokens: int,
-        completion_tokens: int,
-        cached_tokens: int | None,
-        error: ErrorKind | None,
-        backend: str,
-        finish_reason: str | None,
-    ) -> None:
-        """Count one finished request, given the fields of its :class:`RequestStats` (which
-        is built only when :attr:`recent` is read)."""
+    def add(self, request: _RequestFields) -> None:
+        """Count one finished request, given the fields of its :class:`RequestStats` in order
+        (the value is built only when :attr:`recent` is read)."""
+        (_, _, _, slot_wait, latency, _, ttft, prompt_tokens, completion_tokens, cached_tokens,
+         error, backend, finish_reason) = request  # fmt: skip
         self.requests += 1
         if error is not None:
             self.failed += 1
@@ -265,23 +252,7 @@ class RequestTotals:
         self.slot_wait.add(slot_wait)
         if ttft is not None:
             self.ttft.add(ttft)
-        self._recent.append(
-            (
-                request_id,
-                index,
-                attempts,
-                slot_wait,
-                latency,
-                elapsed,
-                ttft,
-                prompt_tokens,
-                completion_tokens,
-                cached_tokens,
-                error,
-                backend,
-                finish_reason,
-            )
-        )
+        self._recent.append(request)
 
 
 @attrs.frozen

@@ -76,13 +76,18 @@ def replay(policy: str, limit: int, ops: list[tuple[str, int]]) -> None:
             assert not queue.withdraw(waiter)
             waiting.remove(waiter)
             withdrawn.append(waiter)
-        elif op == "requeue" and withdrawn and not queue.try_acquire():
-            # The same object back in line, with a new place: its old place must not count.
+        elif op == "requeue" and withdrawn:
+            # The same object back: a free slot at once, or a new place in line (its old
+            # place must not count).
             waiter = withdrawn.pop(0)
             seq += 1
-            waiter.priority, waiter.seq = arg, seq
-            queue.enqueue(waiter, arg)
-            waiting.append(waiter)
+            if queue.try_acquire():
+                assert not waiting and holders < queue.limit
+                holders += 1
+            else:
+                waiter.priority, waiter.seq = arg, seq
+                queue.enqueue(waiter, arg)
+                waiting.append(waiter)
         elif op == "limit":
             check_granted(queue.set_limit(arg))
         check_granted([])

@@ -28,7 +28,7 @@ _MEASURE = r"""
 import gc, json, sys, tracemalloc
 import attrs
 import agentcore
-from agentcore._task import compile_job
+from agentcore._tasks.task import compile_job
 
 @attrs.frozen
 class Verdict:

@@ -41,7 +41,7 @@ import attrs
 import trio
 
 import agentcore
-from agentcore._task import compile_job
+from agentcore._tasks.task import compile_job
 from agentcore.core import AssistantMessage, ToolCall
 from agentcore.testing import ScriptedModel
 from agentcore.wire import Exchange

@@ -21,7 +21,7 @@ from typing import Any
 import trio
 
 import agentcore
-from agentcore._demo import demo_inputs, demo_task
+from agentcore._cli.demo import demo_inputs, demo_task
 from agentcore.sim import SimConfig
 
 

@@ -110,7 +110,7 @@ _CLIENT = r"""
 import json, sys, time
 import trio
 from agentcore import Timeouts
-from agentcore._model_client import HttpModelClient
+from agentcore._transports.model_client import HttpModelClient
 from agentcore._transports.lean import LeanTransport, Origin
 from agentcore.core import CallModel, UserMessage
 from agentcore.wire import HttpRequest, backend

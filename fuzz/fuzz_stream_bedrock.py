@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from agentcore._bedrock.codec import BedrockStreamDecoder
+from agentcore._codecs.bedrock import BedrockStreamDecoder
 from agentcore._codecs.codec import Delta
 from agentcore.core import ModelFailed, ModelResponded
 

@@ -154,7 +154,7 @@ def test_importing_the_core_surface_imports_no_io_library_nor_the_simulator(
 ) -> None:
     probe = (
         f"import sys, {namespace}\n"
-        "heavy = ('trio', 'httpx', 'h11', 'agentcore._sim', 'agentcore._driver')\n"
+        "heavy = ('trio', 'httpx', 'h11', 'agentcore._sim', 'agentcore._driver.driver')\n"
         "print(','.join(m for m in heavy if m in sys.modules))"
     )
     out = subprocess.run(

@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     from ._core.errors import ConfigError as ConfigError
     from ._core.errors import DecodeError as DecodeError
     from ._core.errors import InternalError as InternalError
-    from ._task import RenderError as RenderError
-    from ._taskfile import TaskFileError as TaskFileError
+    from ._tasks.task import RenderError as RenderError
+    from ._tasks.taskfile import TaskFileError as TaskFileError
 
     # what a run is configured with and ends with
     from ._core.messages import ModelParams as ModelParams
@@ -57,60 +57,60 @@ if TYPE_CHECKING:
     from ._core.budgets import UsageLimits as UsageLimits
 
     # tools
-    from ._context import RunContext as RunContext
-    from ._tools import Tool as Tool
-    from ._tools import tool as tool
-    from ._tool_executor import ToolExecutorStatistics as ToolExecutorStatistics
-    from ._mcp import McpServer as McpServer
-    from ._mcp import McpToolError as McpToolError
-    from ._mcp import open_mcp_tools as open_mcp_tools
-    from ._tool_executor import ToolStatistics as ToolStatistics
+    from ._tools.context import RunContext as RunContext
+    from ._tools.spec import Tool as Tool
+    from ._tools.spec import tool as tool
+    from ._tools.executor import ToolExecutorStatistics as ToolExecutorStatistics
+    from ._tools.mcp import McpServer as McpServer
+    from ._tools.mcp import McpToolError as McpToolError
+    from ._tools.mcp import open_mcp_tools as open_mcp_tools
+    from ._tools.executor import ToolStatistics as ToolStatistics
 
     # the trio driver (docs/driver.md)
-    from ._driver import Driver as Driver
-    from ._open import open_driver as open_driver
-    from ._fallback import Fallback as Fallback
+    from ._driver.driver import Driver as Driver
+    from ._driver.open import open_driver as open_driver
+    from ._driver.fallback import Fallback as Fallback
     from ._core.fallback import FallbackPolicy as FallbackPolicy
-    from ._results import Result as Result
-    from ._results import ResultStream as ResultStream
-    from ._results import RunTimings as RunTimings
+    from ._core.results import Result as Result
+    from ._driver.runs import ResultStream as ResultStream
+    from ._core.results import RunTimings as RunTimings
     from ._codecs.http import Timeouts as Timeouts
     from ._core.retry import RetryPolicy as RetryPolicy
-    from ._slot_limiter import SlotStatistics as SlotStatistics
-    from ._rate_limiter import RateLimiterStatistics as RateLimiterStatistics
-    from ._stats import DriverStatistics as DriverStatistics
-    from ._stats import RequestStats as RequestStats
-    from ._stats import Summary as Summary
+    from ._driver.slot_limiter import SlotStatistics as SlotStatistics
+    from ._driver.rate_limiter import RateLimiterStatistics as RateLimiterStatistics
+    from ._driver.stats import DriverStatistics as DriverStatistics
+    from ._driver.stats import RequestStats as RequestStats
+    from ._driver.stats import Summary as Summary
 
     # the batch layer (docs/batch.md)
-    from ._warmup import BackendUnavailable as BackendUnavailable
-    from ._batch import BatchStream as BatchStream
-    from ._batch import MapReduceResult as MapReduceResult
-    from ._batch import map_reduce as map_reduce
-    from ._batch import open_batch as open_batch
-    from ._batch import run_batch as run_batch
-    from ._warmup import warm_prefix as warm_prefix
-    from ._warmup import WarmUpReport as WarmUpReport
-    from ._task import Task as Task
-    from ._taskfile import load_task as load_task
+    from ._tasks.warmup import BackendUnavailable as BackendUnavailable
+    from ._tasks.batch import BatchStream as BatchStream
+    from ._tasks.batch import MapReduceResult as MapReduceResult
+    from ._tasks.batch import map_reduce as map_reduce
+    from ._tasks.batch import open_batch as open_batch
+    from ._tasks.batch import run_batch as run_batch
+    from ._tasks.warmup import warm_prefix as warm_prefix
+    from ._tasks.warmup import WarmUpReport as WarmUpReport
+    from ._tasks.task import Task as Task
+    from ._tasks.taskfile import load_task as load_task
 
     # one-shot generation and step events (docs/watching.md)
-    from ._generate import Generation as Generation
-    from ._generate import GenerationError as GenerationError
-    from ._generate import GenerationStream as GenerationStream
-    from ._steps import ModelDelta as ModelDelta
-    from ._steps import ModelReplied as ModelReplied
-    from ._steps import RequestFailed as RequestFailed
-    from ._steps import RequestStarted as RequestStarted
-    from ._steps import RetryScheduled as RetryScheduled
-    from ._steps import RunAborted as RunAborted
-    from ._steps import RunFinished as RunFinished
-    from ._steps import StepEvent as StepEvent
-    from ._steps import StepSink as StepSink
-    from ._steps import StepStream as StepStream
-    from ._steps import ToolEnded as ToolEnded
-    from ._steps import ToolStarted as ToolStarted
-    from ._agent import Agent as Agent
+    from ._driver.generate import Generation as Generation
+    from ._driver.generate import GenerationError as GenerationError
+    from ._driver.generate import GenerationStream as GenerationStream
+    from ._observe.steps import ModelDelta as ModelDelta
+    from ._observe.steps import ModelReplied as ModelReplied
+    from ._observe.steps import RequestFailed as RequestFailed
+    from ._observe.steps import RequestStarted as RequestStarted
+    from ._observe.steps import RetryScheduled as RetryScheduled
+    from ._observe.steps import RunAborted as RunAborted
+    from ._observe.steps import RunFinished as RunFinished
+    from ._observe.steps import StepEvent as StepEvent
+    from ._observe.steps import StepSink as StepSink
+    from ._observe.steps import StepStream as StepStream
+    from ._observe.steps import ToolEnded as ToolEnded
+    from ._observe.steps import ToolStarted as ToolStarted
+    from ._tasks.agent import Agent as Agent
 
     # seeing what a batch did (docs/observability.md)
     from ._observe.render import render_timeline as render_timeline
@@ -136,8 +136,8 @@ _EXPORTS: dict[str, str] = {
     "ConfigError": "_core.errors",
     "DecodeError": "_core.errors",
     "InternalError": "_core.errors",
-    "RenderError": "_task",
-    "TaskFileError": "_taskfile",
+    "RenderError": "_tasks.task",
+    "TaskFileError": "_tasks.taskfile",
     # what a run is configured with and ends with
     "ModelParams": "_core.messages",
     "Usage": "_core.messages",
@@ -150,57 +150,57 @@ _EXPORTS: dict[str, str] = {
     "BudgetExceeded": "_core.budgets",
     "UsageLimits": "_core.budgets",
     # tools
-    "RunContext": "_context",
-    "Tool": "_tools",
-    "tool": "_tools",
-    "ToolExecutorStatistics": "_tool_executor",
-    "McpServer": "_mcp",
-    "McpToolError": "_mcp",
-    "open_mcp_tools": "_mcp",
-    "ToolStatistics": "_tool_executor",
+    "RunContext": "_tools.context",
+    "Tool": "_tools.spec",
+    "tool": "_tools.spec",
+    "ToolExecutorStatistics": "_tools.executor",
+    "McpServer": "_tools.mcp",
+    "McpToolError": "_tools.mcp",
+    "open_mcp_tools": "_tools.mcp",
+    "ToolStatistics": "_tools.executor",
     # the trio driver (docs/driver.md)
-    "Driver": "_driver",
-    "open_driver": "_open",
-    "Fallback": "_fallback",
+    "Driver": "_driver.driver",
+    "open_driver": "_driver.open",
+    "Fallback": "_driver.fallback",
     "FallbackPolicy": "_core.fallback",
-    "Result": "_results",
-    "ResultStream": "_results",
-    "RunTimings": "_results",
+    "Result": "_core.results",
+    "ResultStream": "_driver.runs",
+    "RunTimings": "_core.results",
     "Timeouts": "_codecs.http",
     "RetryPolicy": "_core.retry",
-    "SlotStatistics": "_slot_limiter",
-    "RateLimiterStatistics": "_rate_limiter",
-    "DriverStatistics": "_stats",
-    "RequestStats": "_stats",
-    "Summary": "_stats",
+    "SlotStatistics": "_driver.slot_limiter",
+    "RateLimiterStatistics": "_driver.rate_limiter",
+    "DriverStatistics": "_driver.stats",
+    "RequestStats": "_driver.stats",
+    "Summary": "_driver.stats",
     # the batch layer (docs/batch.md)
-    "BackendUnavailable": "_warmup",
-    "BatchStream": "_batch",
-    "MapReduceResult": "_batch",
-    "map_reduce": "_batch",
-    "open_batch": "_batch",
-    "run_batch": "_batch",
-    "warm_prefix": "_warmup",
-    "WarmUpReport": "_warmup",
-    "Task": "_task",
-    "load_task": "_taskfile",
+    "BackendUnavailable": "_tasks.warmup",
+    "BatchStream": "_tasks.batch",
+    "MapReduceResult": "_tasks.batch",
+    "map_reduce": "_tasks.batch",
+    "open_batch": "_tasks.batch",
+    "run_batch": "_tasks.batch",
+    "warm_prefix": "_tasks.warmup",
+    "WarmUpReport": "_tasks.warmup",
+    "Task": "_tasks.task",
+    "load_task": "_tasks.taskfile",
     # one-shot generation and step events (docs/watching.md)
-    "Generation": "_generate",
-    "GenerationError": "_generate",
-    "GenerationStream": "_generate",
-    "ModelDelta": "_steps",
-    "ModelReplied": "_steps",
-    "RequestFailed": "_steps",
-    "RequestStarted": "_steps",
-    "RetryScheduled": "_steps",
-    "RunAborted": "_steps",
-    "RunFinished": "_steps",
-    "StepEvent": "_steps",
-    "StepSink": "_steps",
-    "StepStream": "_steps",
-    "ToolEnded": "_steps",
-    "ToolStarted": "_steps",
-    "Agent": "_agent",
+    "Generation": "_driver.generate",
+    "GenerationError": "_driver.generate",
+    "GenerationStream": "_driver.generate",
+    "ModelDelta": "_observe.steps",
+    "ModelReplied": "_observe.steps",
+    "RequestFailed": "_observe.steps",
+    "RequestStarted": "_observe.steps",
+    "RetryScheduled": "_observe.steps",
+    "RunAborted": "_observe.steps",
+    "RunFinished": "_observe.steps",
+    "StepEvent": "_observe.steps",
+    "StepSink": "_observe.steps",
+    "StepStream": "_observe.steps",
+    "ToolEnded": "_observe.steps",
+    "ToolStarted": "_observe.steps",
+    "Agent": "_tasks.agent",
     # seeing what a batch did (docs/observability.md)
     "render_timeline": "_observe.render",
 }

@@ -23,6 +23,8 @@ Values a batch user meets in results (``ModelParams``, ``Usage``, ``ModelError``
 
 from __future__ import annotations
 
+from ._codecs.serde import dumps as dumps
+from ._codecs.serde import loads as loads
 from ._core.config import LoopConfig as LoopConfig
 from ._core.errors import LocalProtocolError as LocalProtocolError
 from ._core.events import Abort as Abort
@@ -53,8 +55,6 @@ from ._core.messages import ToolSpec as ToolSpec
 from ._core.messages import UserMessage as UserMessage
 from ._core.slots import SlotQueue as SlotQueue
 from ._public import publish as _publish
-from ._serde import dumps as dumps
-from ._serde import loads as loads
 
 __all__ = [
     "Abort",

@@ -17,22 +17,22 @@ driver accepts any object that implements it), or to configure a :class:`Backend
 
 from __future__ import annotations
 
-from ._backends import backend as backend
 from ._codecs.codec import Backend as Backend
 from ._codecs.codec import Codec as Codec
 from ._codecs.codec import StreamDecoder as StreamDecoder
 from ._codecs.codec import TextDelta as TextDelta
 from ._codecs.codec import ToolCallDelta as ToolCallDelta
+from ._codecs.exchange import Exchange as Exchange
 from ._codecs.http import HttpRequest as HttpRequest
 from ._codecs.http import HttpResponse as HttpResponse
 from ._codecs.sse import SSEDecoder as SSEDecoder
 from ._codecs.sse import SSEEvent as SSEEvent
 from ._core.errors import TransportError as TransportError
 from ._core.errors import TransportErrorKind as TransportErrorKind
-from ._model_client import Exchange as Exchange
-from ._model_client import ModelClient as ModelClient
-from ._model_client import StreamingModelClient as StreamingModelClient
 from ._public import publish as _publish
+from ._transports.backends import backend as backend
+from ._transports.model_client import ModelClient as ModelClient
+from ._transports.model_client import StreamingModelClient as StreamingModelClient
 from ._transports.protocol import ResponseStream as ResponseStream
 from ._transports.protocol import Transport as Transport
 

@@ -13,8 +13,8 @@ import orjson
 import pytest
 
 from agentcore import Task, UsageLimits, load_task
-from agentcore._cli import main
-from agentcore._cli_output import finished_indices
+from agentcore._cli.main import main
+from agentcore._tasks.results_file import finished_indices
 
 TOOLS_MODULE = '''
 import time
@@ -59,7 +59,7 @@ def _write_inputs(folder: Path, count: int) -> Path:
 
 
 def _cli(*args: str | Path) -> list[str]:
-    return [sys.executable, "-m", "agentcore._cli", *map(str, args)]
+    return [sys.executable, "-m", "agentcore._cli.main", *map(str, args)]
 
 
 def _records(path: Path) -> list[dict[str, object]]:

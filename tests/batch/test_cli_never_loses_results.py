@@ -24,7 +24,7 @@ PREVIOUS = b'{"index": 0, "status": "ok", "output": "kept"}\n'
 def _agentcore(*args: str | Path) -> list[str]:
     """The installed ``agentcore`` console script (the module when it is not installed)."""
     script = shutil.which("agentcore", path=str(Path(sys.executable).parent))
-    head = [script] if script else [sys.executable, "-m", "agentcore._cli"]
+    head = [script] if script else [sys.executable, "-m", "agentcore._cli.main"]
     return [*head, *map(str, args)]
 
 

@@ -14,8 +14,8 @@ import pytest
 import trio
 
 import agentcore
-from agentcore._batch import _as_json_value
 from agentcore._core.schema import ValidationFailed, json_schema, structure
+from agentcore._tasks.batch import _as_json_value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,7 +170,16 @@ def test_the_cli_writes_dataclass_typeddict_and_pydantic_outputs_as_json(
     inputs.write_text('"triangle"\n"square"\n')
     out = tmp_path / "out.jsonl"
     proc = subprocess.run(
-        [sys.executable, "-m", "agentcore._cli", "run", str(task), str(inputs), "-o", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "agentcore._cli.main",
+            "run",
+            str(task),
+            str(inputs),
+            "-o",
+            str(out),
+        ],
         capture_output=True,
         text=True,
         timeout=120,

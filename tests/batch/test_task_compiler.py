@@ -7,7 +7,7 @@ import pytest
 
 import agentcore
 from agentcore import RenderError, Task
-from agentcore._task import compile_job, prefix_call, render_prompt
+from agentcore._tasks.task import compile_job, prefix_call, render_prompt
 
 
 @agentcore.tool

@@ -6,7 +6,7 @@ import pytest
 
 import agentcore
 from agentcore import ConfigError
-from agentcore._warmup import SLOT_FILE, slot_action, slots_request, warm_slot
+from agentcore._tasks.warmup import SLOT_FILE, slot_action, slots_request, warm_slot
 from agentcore.testing import ScriptedModel
 
 

@@ -10,7 +10,7 @@ import pytest
 
 import agentcore
 from agentcore import ConfigError, RenderError, Task, run_batch
-from agentcore._task import compile_job, render_message
+from agentcore._tasks.task import compile_job, render_message
 from agentcore.core import (
     AgentLoop,
     CallModel,

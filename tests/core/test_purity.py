@@ -17,7 +17,8 @@ import pytest
 import agentcore
 
 PACKAGE_DIR = pathlib.Path(agentcore.__file__).resolve().parent
-ALLOWED_THIRD_PARTY = frozenset({"attrs", "attr", "cattrs", "cattr"})
+ALLOWED_THIRD_PARTY = frozenset({"attrs", "attr", "cattrs", "cattr", "typing_extensions"})
+"""``typing_extensions`` only under ``TYPE_CHECKING`` (type parameter defaults, PEP 696)."""
 FORBIDDEN_STDLIB = frozenset(
     {
         "time",
@@ -121,12 +122,12 @@ def test_the_core_imports_only_stdlib_attrs_and_cattrs() -> None:
     assert problems == {}
 
 
-def test_the_codecs_add_only_orjson() -> None:
+def test_the_codecs_add_only_orjson_and_pure_url_quoting() -> None:
     problems = {
         name: bad
         for name, imported in modules_under("_codecs").items()
         if (
-            bad := violations(imported - {"orjson"})
+            bad := violations(imported - {"orjson", "urllib.parse"})
             + outside(imported, ("agentcore._core", "agentcore._codecs"))
         )
     }

@@ -150,7 +150,7 @@ async def test_a_finished_batch_refuses_another_output_file(redis_server, tmp_pa
 
 
 def test_bad_worker_arguments_exit_with_status_2(tmp_path, capsys):
-    from agentcore._cli import main
+    from agentcore._cli.main import main
 
     task = tmp_path / "task.toml"
     task.write_text('prompt = "Add up the values of agent {n}."\n')

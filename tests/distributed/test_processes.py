@@ -122,7 +122,7 @@ found = "bool"
 
 
 def _cli(*args: str | Path) -> list[str]:
-    return [sys.executable, "-m", "agentcore._cli", *map(str, args)]
+    return [sys.executable, "-m", "agentcore._cli.main", *map(str, args)]
 
 
 def test_the_command_line_runs_a_batch_and_resumes_a_killed_submitter(redis_server, tmp_path):

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentcore import Summary, open_driver
-from agentcore._stats import RECENT_REQUESTS, RELATIVE_ACCURACY, Distribution, percentile
+from agentcore._driver.stats import RECENT_REQUESTS, RELATIVE_ACCURACY, Distribution, percentile
 from agentcore.core import CallModel, UserMessage
 from agentcore.testing import ScriptedModel
 

@@ -237,7 +237,7 @@ def test_bad_server_options_are_config_errors(options: dict[str, Any], match: st
 def test_the_sdk_is_imported_only_when_servers_are_opened() -> None:
     code = (
         "import sys, agentcore; agentcore.open_mcp_tools; agentcore.McpServer.stdio('x'); "
-        "import agentcore._open; print('mcp' in sys.modules)"
+        "import agentcore._driver.open; print('mcp' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -15,7 +15,7 @@ import pytest
 
 import agentcore
 from agentcore import Usage
-from agentcore._serde import _TAGS
+from agentcore._codecs.serde import _TAGS
 from agentcore.core import (
     AssistantMessage,
     CallModel,
@@ -281,7 +281,7 @@ def test_every_union_member_has_a_distinct_tag() -> None:
 
 
 def test_serde_imports_only_stdlib_attrs_and_cattrs() -> None:
-    source = Path(agentcore.__file__).with_name("_serde.py").read_text()
+    source = (Path(agentcore.__file__).parent / "_codecs" / "serde.py").read_text()
     roots: set[str] = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):

@@ -13,7 +13,7 @@ import trio
 import agentcore
 from agentcore import ConfigError, Tool, tool
 from agentcore._core.schema import ValidationFailed
-from agentcore._tools import ToolOptions, encode_result
+from agentcore._tools.spec import ToolOptions, encode_result
 from agentcore.core import ToolSpec
 
 

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentcore import ConfigError, Tool, ToolError, tool
-from agentcore._tool_executor import open_tool_executor
+from agentcore._tools.executor import open_tool_executor
 from agentcore.core import CallTool, ToolFailed, ToolReturned
 
 

@@ -9,9 +9,9 @@ import trio
 
 from agentcore import ConfigError, ErrorKind, Timeouts
 from agentcore._codecs.openai import OpenAICodec
-from agentcore._model_client import HttpModelClient
-from agentcore._open import TransportKind
+from agentcore._driver.open import TransportKind
 from agentcore._transports.factory import make_transport
+from agentcore._transports.model_client import HttpModelClient
 from agentcore.core import CallModel, ModelFailed, UserMessage
 from agentcore.wire import HttpRequest, TransportError
 from tests.transport.transport_server import Exchange, serve

@@ -34,12 +34,12 @@ LISTS = agentcore.Task(prompt="List: {input}", output=list[str], max_turns=1)
 
 
 async def main() -> None:
-    reveal_type(PLAN)  # revealed: agentcore._task.Task[Plan]
-    reveal_type(REDUCE)  # revealed: agentcore._task.Task[str]
+    reveal_type(PLAN)  # revealed: agentcore._tasks.task.Task[Plan]
+    reveal_type(REDUCE)  # revealed: agentcore._tasks.task.Task[str]
 
     results = await agentcore.run_batch(MAP, ["a", "b"], backend="sim://", model="sim")
     first = results[0]
-    reveal_type(first)  # revealed: agentcore._results.Result[Finding]
+    reveal_type(first)  # revealed: agentcore._core.results.Result[Finding]
     reveal_type(first.output)  # revealed: Finding | None
     wrong: int = first.output  # error: Incompatible types in assignment
     assert first.status == "ok" and isinstance(first.output, Finding), first
@@ -52,9 +52,9 @@ async def main() -> None:
     assert isinstance(lists[0].output, list), lists[0]
 
     async with agentcore.open_batch(MAP, ["c"], backend="sim://", model="sim") as stream:
-        reveal_type(stream)  # revealed: agentcore._batch.BatchStream[Finding]
+        reveal_type(stream)  # revealed: agentcore._tasks.batch.BatchStream[Finding]
         async for result in stream:
-            reveal_type(result)  # revealed: agentcore._results.Result[Finding]
+            reveal_type(result)  # revealed: agentcore._core.results.Result[Finding]
 
     def progress(result: agentcore.Result[Finding]) -> None:
         print(result.index, result.status)
@@ -76,13 +76,13 @@ async def main() -> None:
     same: agentcore.MapReduceResult[Plan, Finding, str] = outcome
     other: agentcore.MapReduceResult[Plan, Plan, str] = outcome  # error: Incompatible types
     reveal_type(outcome.plan.output)  # revealed: Plan | None
-    reveal_type(outcome.answers)  # revealed: tuple[agentcore._results.Result[Finding], ...]
-    reveal_type(outcome.summary)  # revealed: agentcore._results.Result[str] | None
+    reveal_type(outcome.answers)  # revealed: tuple[agentcore._core.results.Result[Finding], ...]
+    reveal_type(outcome.summary)  # revealed: agentcore._core.results.Result[str] | None
     assert isinstance(outcome.plan.output, Plan), outcome.plan
     assert all(isinstance(a.output, Finding) for a in outcome.answers if a.status == "ok")
-    reveal_type(plan)  # revealed: agentcore._results.Result[Plan]
-    reveal_type(answers)  # revealed: tuple[agentcore._results.Result[Finding], ...]
-    reveal_type(summary)  # revealed: agentcore._results.Result[str] | None
+    reveal_type(plan)  # revealed: agentcore._core.results.Result[Plan]
+    reveal_type(answers)  # revealed: tuple[agentcore._core.results.Result[Finding], ...]
+    reveal_type(summary)  # revealed: agentcore._core.results.Result[str] | None
     print(plan.status, len(answers), summary is not None, wrong, same, other)
 
 

@@ -1,13 +1,19 @@
 """Sans-IO wire dialects: requests to bytes, bytes to replies. Adds only orjson to the core's
-dependencies (a test walks the folder). Files:
+dependencies (a test walks the folder); the Bedrock dialect loads botocore's event-stream
+parser on use (the ``bedrock`` extra). Files:
 
 - ``http``: HTTP request/response values, headers, time limits.
 - ``sse``: the WHATWG server-sent-events decoder.
 - ``classify``: the one table from HTTP answers and transport failures to ``ModelError``.
 - ``codec``: the :class:`Codec` protocol, stream deltas and the :class:`Backend` value.
+- ``exchange``: :class:`Exchange`, the outcome of one attempt at a model request.
 - ``common``: what the dialects share (sampling parameters, wire counts).
 - ``dialects``: the OpenAI-compatible dialects (openai, vllm, sglang, dynamo, sim), options.
 - ``openai``: the OpenAI-compatible codec (chat completions, streamed and not).
 - ``anthropic``: the Anthropic Messages codec.
+- ``bedrock``: the AWS Bedrock Converse codec and its event-stream decoder.
 - ``ratelimits``: the ``x-ratelimit-*`` / ``anthropic-ratelimit-*`` reply headers, read.
+- ``redact``: keeping secrets out of error texts.
+- ``reply_limit``: the cap on the bytes of one reply body.
+- ``serde``: :func:`dumps` / :func:`loads`, the JSON encoding of every agentcore value.
 """

@@ -59,12 +59,7 @@ from .._core.messages import (
     Usage,
     UserMessage,
 )
-from .classify import (
-    classify_stream_error,
-    protocol_error,
-    reply_payload,
-    truncated_stream,
-)
+from .classify import classify_stream_error, protocol_error, reply_payload, truncated_stream
 from .codec import Delta, TextDelta, ToolCallDelta
 from .common import image_base64, put_sampling, wire_count
 from .http import Headers, HttpRequest

@@ -41,12 +41,7 @@ from .._core.messages import (
     Usage,
     UserMessage,
 )
-from .classify import (
-    classify_stream_error,
-    protocol_error,
-    reply_payload,
-    truncated_stream,
-)
+from .classify import classify_stream_error, protocol_error, reply_payload, truncated_stream
 from .codec import Delta, TextDelta, ToolCallDelta
 from .common import image_url, put_sampling, wire_count
 from .dialects import OpenAIOptions, dialect_body, dialect_headers, make_options

@@ -7,6 +7,7 @@ the folder and fails on anything else). Files:
 - ``validators``: attrs validators and checks that raise :class:`ConfigError`.
 - ``messages``: chat messages, tool specs, model parameters, usage, serving hints.
 - ``events``: events into the loop, effects out of it, typed errors and abort reasons.
+- ``results``: what a run ends with (:class:`Result`, :class:`RunTimings`, ``Status``).
 - ``schema``: JSON schemas derived from Python types, and validation against them (cattrs).
 - ``config``: :class:`LoopConfig`, one run's immutable configuration, and the id formulas.
 - ``loop``: :class:`AgentLoop`, the state machine itself, with its snapshots and statistics.
@@ -14,6 +15,8 @@ the folder and fails on anything else). Files:
 - ``slots``: the pure slot queue (FIFO/priority) and the AIMD adaptive limit.
 - ``budgets``: usage limits per run and per batch, and the pure checks against them.
 - ``retry``: the retry policy (which failures, how long to back off).
+- ``rejection``: the rule that ends a run whose server keeps refusing its request the same way.
+- ``fallback``: the pure policy of model fallback across backends.
 - ``ratebudget``: per-minute request and token budgets (reservations, usage corrections,
   limits learned from headers) and the token estimator.
 """

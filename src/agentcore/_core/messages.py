@@ -1,8 +1,8 @@
 """Conversation values: messages, tool calls, usage, hints and tool specifications.
 
 All of these are frozen attrs classes: plain values that compare by content, serialise through
-:mod:`agentcore._serde` and never perform I/O. They are the vocabulary shared by the core loop,
-the codecs and the driver.
+:mod:`agentcore._codecs.serde` and never perform I/O. They are the vocabulary shared by the core
+loop, the codecs and the driver.
 """
 
 from __future__ import annotations

@@ -21,8 +21,9 @@ import random
 
 import trio
 
+from .._codecs.exchange import Exchange
 from .._core.events import CallModel, ErrorKind, ModelFailed
-from .._model_client import Exchange, ModelClient
+from .._transports.model_client import ModelClient
 from .connection import Connection, is_server_error
 
 __all__ = ["SharedBackoff"]

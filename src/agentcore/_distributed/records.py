@@ -9,7 +9,7 @@ import cattrs
 import orjson
 
 from .._core.events import Abort, Finish, ToolError, ToolFailed, ToolReturned
-from .._task import Task
+from .._tasks.task import Task
 
 __all__ = ["decode_memo", "encode_memo", "end_record", "task_fingerprint"]
 

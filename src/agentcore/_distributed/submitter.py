@@ -33,9 +33,9 @@ import attrs
 import orjson
 import trio
 
-from .._cli_output import finished_indices
 from .._core.errors import ConfigError
-from .._task import Task
+from .._tasks.results_file import finished_indices
+from .._tasks.task import Task
 from .address import QueueAddress
 from .connection import Connection, is_server_error, open_connection, retrying
 from .worker import ensure_batch, stream_entries

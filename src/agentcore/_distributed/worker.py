@@ -55,6 +55,7 @@ import trio
 
 from .._codecs.codec import Backend
 from .._codecs.http import Timeouts
+from .._codecs.serde import dumps, loads
 from .._core.errors import ConfigError
 from .._core.events import (
     Abort,
@@ -68,13 +69,12 @@ from .._core.events import (
     ToolReturned,
 )
 from .._core.loop import AgentLoop, LoopSnapshot, RunState
-from .._driver import Driver
-from .._model_client import ModelClient
+from .._driver.driver import Driver
 
 # The one private import of the driver: the model client it would build, to wrap it.
-from .._open import _open_client, open_driver
-from .._serde import dumps, loads
-from .._task import RenderError, Task, compile_job
+from .._driver.open import _open_client, open_driver
+from .._tasks.task import RenderError, Task, compile_job
+from .._transports.model_client import ModelClient
 from .address import GROUP, QueueAddress
 from .backoff import SharedBackoff
 from .connection import Connection, is_server_error, open_connection, retrying

@@ -1,5 +1,8 @@
-"""Seeing what a batch did. Private; the public names are re-exported by ``agentcore``.
+"""Seeing what a run did. Private; the public names are re-exported by ``agentcore``.
 
+Imports ``_core`` and ``_codecs`` only, so every layer above can report to it. Files:
+
+- ``steps``: the step events of a run (the event vocabulary), step sinks and channels.
 - ``observer``: the hooks the driver calls (runs, slot waits, attempts, back-offs, tool
   executions) and the fan-out to several observers.
 - ``log``: the standard-library loggers, one per layer, silent by default.

@@ -31,9 +31,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from .._codecs.exchange import Exchange
     from .._core.events import CallModel, ModelError, ModelFailed, ModelResponded, ToolError
-    from .._model_client import Exchange
-    from .._results import Result
+    from .._core.results import Result
 
 __all__ = ["CURRENT_RUN", "Observer", "Observers", "combine"]
 

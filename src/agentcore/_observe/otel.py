@@ -45,9 +45,9 @@ from .observer import CURRENT_RUN
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
 
+    from .._codecs.exchange import Exchange
     from .._core.events import CallModel, ModelError, ModelFailed, ModelResponded, ToolError
-    from .._model_client import Exchange
-    from .._results import Result
+    from .._core.results import Result
 
 __all__ = ["OtelObserver"]
 

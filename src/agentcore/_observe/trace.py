@@ -41,9 +41,9 @@ import orjson
 from .log import BATCH
 
 if TYPE_CHECKING:
+    from .._codecs.exchange import Exchange
     from .._core.events import CallModel, ModelError, ModelFailed, ModelResponded, ToolError
-    from .._model_client import Exchange
-    from .._results import Result
+    from .._core.results import Result
 
 __all__ = ["SLOTS_PID", "TraceWriter", "read_trace"]
 

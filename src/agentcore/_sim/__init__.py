@@ -3,16 +3,20 @@
 Its model follows the request (tool calls with schema-valid arguments on early turns, JSON
 valid against the requested schema on the last) and its latency model imitates a
 prefix-caching inference server (batch slots, prefill per uncached token, decode per output
-token, a block prefix cache with LRU eviction). Its public surface is :mod:`agentcore.sim`. Files:
+token, a block prefix cache with LRU eviction). Its public surface is :mod:`agentcore.sim`.
+Imports ``_core`` only. Files:
 
-- ``config``: :class:`SimConfig` and the timing it implies;
-- ``tokens``: the approximate tokenizer; ``template``: the chat template;
-- ``prefix_cache``: chained block names and the LRU block cache;
-- ``request``: request checking; ``schema_values``: JSON values from a JSON schema;
-- ``policy``: what the model answers and which requests fail on purpose;
-- ``responses``: wire bodies and stream frames; ``engine``: slots and timing (trio);
-- ``server``: the trio + h11 HTTP server; ``ratelimit``: requests/tokens per minute, 429s
-  and the ``x-ratelimit-*`` headers.
+- ``config``: :class:`SimConfig` and the timing it implies.
+- ``tokens``: the approximate tokenizer.
+- ``template``: the chat template.
+- ``prefix_cache``: chained block names and the LRU block cache.
+- ``request``: request checking.
+- ``schema_values``: JSON values from a JSON schema.
+- ``policy``: what the model answers and which requests fail on purpose.
+- ``responses``: wire bodies and stream frames.
+- ``engine``: slots and timing (trio).
+- ``server``: the trio + h11 HTTP server.
+- ``ratelimit``: requests/tokens per minute, 429s and the ``x-ratelimit-*`` headers.
 """
 
 from .config import SimConfig as SimConfig

@@ -1,4 +1,6 @@
-"""HTTP transports: the only code that opens sockets. trio + h11 + httpx. Files:
+"""HTTP transports and model clients: the only code that opens sockets. trio + h11 + httpx.
+
+Imports ``_core``, ``_codecs`` and ``_observe``. Files:
 
 - ``protocol``: the :class:`Transport` protocol every transport implements.
 - ``lean``: HTTP/1.1 on h11 and trio, one connection per inference slot (self-hosted servers).
@@ -6,4 +8,9 @@
   an event per chunk).
 - ``hosted``: httpx, for hosted APIs (HTTP/2, proxies, the system's trust store).
 - ``factory``: picking a transport for a base URL.
+- ``backends``: a backend URL (``vllm://``, ``https://…``, ``bedrock://``) to its codec,
+  transport settings and credentials (:func:`agentcore.wire.backend`).
+- ``sigv4``: AWS credentials and SigV4 signing for Bedrock (the ``bedrock`` extra).
+- ``model_client``: :class:`ModelClient`, one model exchange over codec + transport.
+- ``deltas``: deltas of a streamed reply, from a model client to whoever watches.
 """

@@ -24,11 +24,7 @@ import httpx
 import trio
 
 from .._codecs.http import Headers, HttpRequest, HttpResponse, Timeouts
-from .._codecs.reply_limit import (
-    DEFAULT_MAX_REPLY_BYTES,
-    check_max_reply_bytes,
-    reply_too_large,
-)
+from .._codecs.reply_limit import DEFAULT_MAX_REPLY_BYTES, check_max_reply_bytes, reply_too_large
 from .._core.errors import TransportError, TransportErrorKind
 from .protocol import ResponseStream, refusal
 

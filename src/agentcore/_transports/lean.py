@@ -70,11 +70,7 @@ import h11
 import trio
 
 from .._codecs.http import Headers, HttpRequest, HttpResponse, Timeouts
-from .._codecs.reply_limit import (
-    DEFAULT_MAX_REPLY_BYTES,
-    check_max_reply_bytes,
-    reply_too_large,
-)
+from .._codecs.reply_limit import DEFAULT_MAX_REPLY_BYTES, check_max_reply_bytes, reply_too_large
 from .._core.errors import ConfigError, TransportError, TransportErrorKind
 from .chunked import ChunkedBody
 from .protocol import BAD_HEADER_VALUE, HEADER_NAME

@@ -34,10 +34,11 @@ import attrs
 import trio
 
 from .._codecs.classify import truncated_stream
+from .._codecs.exchange import Exchange
 from .._core.events import CallModel, ErrorKind, ModelError, ModelFailed, ModelResponded
 from .._core.messages import AssistantMessage, Message, Usage
-from .._deltas import reply_deltas
-from .._model_client import DeltaSink, Exchange
+from .._transports.deltas import reply_deltas
+from .._transports.model_client import DeltaSink
 
 __all__ = ["Reply", "ScriptedModel", "StreamCut"]
 
@@ -142,7 +143,8 @@ class ScriptedModel:
         return attrs.evolve(reply, request_id=call.request_id)
 
     async def exchange(self, call: CallModel) -> Exchange:
-        """Answer ``call`` after its latency (see :class:`~agentcore._model_client.ModelClient`)."""
+        """Answer ``call`` after its latency (see
+        :class:`~agentcore._transports.model_client.ModelClient`)."""
         self.calls.append(call)
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)

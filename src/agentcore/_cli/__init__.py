@@ -1,0 +1,7 @@
+"""The ``agentcore`` command line, the top floor. Files:
+
+- ``main``: the parser and the commands (``run``, ``demo``, ``trace``, ...); the console
+  script ``agentcore`` is :func:`main.main`.
+- ``distributed``: ``agentcore worker`` and ``agentcore run --queue``.
+- ``demo``: the task behind ``agentcore demo``.
+"""

@@ -1,0 +1,646 @@
+"""The ``agentcore`` command line: ``run``, ``worker``, ``demo`` and ``sim``.
+
+Exit codes (also in ``agentcore --help``):
+
+- 0: every input finished ``ok``;
+- 1: the batch finished, but some inputs failed or were cancelled (their lines say why);
+- 2: nothing was run: bad arguments, task file, input file or backend configuration;
+- 130: interrupted (Ctrl-C); every result finished before that is in the output file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import math
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+import trio
+
+from .._codecs.serde import dumps
+from .._core.errors import ConfigError
+from .._core.results import Result
+from .._driver.open import open_driver
+from .._driver.stats import DriverStatistics
+from .._observe.render import render_timeline
+from .._sim import SimConfig, run_sim_server
+from .._tasks.batch import BATCH_SLOT_POLICY, _as_json_value, new_batch_id, open_batch
+from .._tasks.results_file import (
+    ResultsFile,
+    check_output_path,
+    finished_indices,
+    interrupted,
+    split_resumed,
+)
+from .._tasks.task import RenderError, Task, render_prompt
+from .._tasks.taskfile import TaskFileError, load_task
+from .._transports.backends import backend as make_backend
+from .demo import demo_inputs, demo_task
+from .distributed import run_submitter, run_worker_command
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+_EPILOG = """exit codes:
+  0    every input finished ok
+  1    the batch finished, but some inputs failed or were cancelled
+  2    nothing was run: bad arguments, task file, input file or backend
+  130  interrupted; results finished before that are in the output
+"""
+
+
+class InputFileError(ConfigError):
+    """An inputs file is unreadable or holds a line that is not JSON."""
+
+
+def read_inputs(path: Path, task: Task | None = None) -> list[Any]:
+    """One input per non-blank line of a JSONL file (objects fill placeholders by name).
+
+    With ``task`` given, every input must also fill the task's prompt template.
+
+    Raises:
+        InputFileError: naming every bad line (up to ten).
+    """
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    inputs: list[Any] = []
+    problems: list[str] = []
+    for number, line in enumerate(raw.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            problems.append(f"{path}:{number}: not valid JSON: {exc}")
+            continue
+        if task is not None:
+            try:
+                task.check_input(value)  # names the missing placeholders and the keys
+                render_prompt(task, value)
+            except RenderError as exc:
+                problems.append(f"{path}:{number}: {exc}")
+                continue
+        inputs.append(value)
+    if problems:
+        shown = problems[:10]
+        if len(problems) > 10:
+            shown.append(f"... and {len(problems) - 10} more bad lines")
+        raise InputFileError("\n".join(shown))
+    return inputs
+
+
+def drop_unfinished(path: Path) -> int:
+    """Remove the lines of inputs that did not finish ``ok`` (failed, cancelled) from an output
+    file, so that a resumed run runs them again; a torn last line is cut off too. The file is
+    replaced atomically. Returns how many lines were removed."""
+    if not path.exists():
+        return 0
+    data = path.read_bytes()
+    lines = data[: data.rfind(b"\n") + 1].splitlines(keepends=True)
+    kept: list[bytes] = []
+    for line in lines:
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            kept.append(line)  # not ours to judge; resuming ignores it
+            continue
+        if not isinstance(record, dict) or record.get("status") in (None, "ok"):
+            kept.append(line)
+    spare = path.with_name(path.name + ".retry-failed")
+    spare.write_bytes(b"".join(kept))
+    os.replace(spare, path)
+    return len(lines) - len(kept)
+
+
+def result_record(result: Result, index: int, *, transcript: bool = False) -> dict[str, Any]:
+    """The JSON object written for one finished input.
+
+    A failed input's ``error`` holds the abort ``kind`` and ``message`` and, when a model
+    request failed, the model error's kind (``model_error``: ``not_found``, ``auth``,
+    ``connection``...) and its ``http_status`` (``null`` without a response).
+    """
+    error: dict[str, Any] | None = None
+    if result.error is not None:
+        error = {"kind": result.error.kind.value, "message": result.error.message}
+        cause = result.error.error
+        error["model_error"] = cause.kind.value if cause is not None else None
+        error["http_status"] = cause.status if cause is not None else None
+    record: dict[str, Any] = {
+        "index": index,
+        "status": result.status,
+        "output": _as_json_value(result.output),
+        "error": error,
+        "turns": result.turns,
+        "usage": {
+            "prompt_tokens": result.usage.prompt_tokens,
+            "completion_tokens": result.usage.completion_tokens,
+            "cached_tokens": result.usage.cached_tokens,
+        },
+        "timings": {
+            "wall": round(result.timings.wall, 6),
+            "model_time": round(result.timings.model_time, 6),
+            "tool_time": round(result.timings.tool_time, 6),
+            "slot_wait": round(result.timings.slot_wait, 6),
+        },
+    }
+    if transcript:
+        record["transcript"] = [orjson.loads(dumps(m)) for m in result.transcript]
+    return record
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None or math.isnan(value) else f"{1000 * value:.0f} ms"
+
+
+class _Progress:
+    """A one-line progress display on a terminal's stderr."""
+
+    def __init__(self, total: int, stream: IO[str], enabled: bool) -> None:
+        self.total = total
+        self.done = 0
+        self.failed = 0
+        self._stream = stream
+        self._enabled = enabled
+
+    def line(self, stats: DriverStatistics) -> str:
+        width = 24
+        filled = int(width * self.done / self.total) if self.total else width
+        running = max(0, self.total - self.done)
+        return (
+            f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} done"
+            f" · {self.failed} failed · {running} running"
+            f" · cached {_pct(stats.cached_ratio)}"
+            f" · tools {stats.tool_executions} run / {stats.tool_calls} calls"
+        )
+
+    def show(self, stats: DriverStatistics) -> None:
+        if self._enabled:
+            self._stream.write(self.line(stats))
+            self._stream.flush()
+
+    def close(self) -> None:
+        if self._enabled:
+            self._stream.write("\n")
+            self._stream.flush()
+
+
+def summary_table(stats: DriverStatistics, results: Sequence[Result]) -> str:
+    """The end-of-batch summary printed by ``run`` and ``demo``."""
+    turns = [r.turns for r in results]
+    rows = [
+        (
+            "agents",
+            f"{len(results)} ({stats.runs_ok} ok, {stats.runs_failed} failed, "
+            f"{stats.runs_cancelled} cancelled)",
+        ),
+        ("wall time", f"{stats.wall_time:.2f} s"),
+        ("model requests", f"{stats.requests} ({stats.attempts} attempts)"),
+        ("turns per agent", f"{(sum(turns) / len(turns)) if turns else 0:.2f}"),
+        ("TTFT p50 / p95", f"{_ms(stats.ttft.p50)} / {_ms(stats.ttft.p95)}"),
+        ("latency p50 / p95", f"{_ms(stats.latency.p50)} / {_ms(stats.latency.p95)}"),
+        (
+            "prompt tokens",
+            f"{stats.prompt_tokens} ({stats.cached_tokens} cached, {_pct(stats.cached_ratio)})",
+        ),
+        ("completion tokens", str(stats.completion_tokens)),
+        (
+            "tool calls",
+            f"{stats.tool_calls} requested, {stats.tool_executions} executed "
+            f"(dedup {_pct(stats.dedup_ratio)})",
+        ),
+        ("slot utilisation", _pct(stats.slot_utilisation)),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"  {k.ljust(width)}  {v}" for k, v in rows)
+
+
+async def _execute(
+    task: Task[Any],
+    inputs: Sequence[Any],
+    indices: Sequence[int],
+    *,
+    backend: str,
+    model: str,
+    max_inflight: int,
+    out: ResultsFile | None,
+    transcripts: bool,
+    progress_enabled: bool,
+    driver_options: dict[str, Any],
+    batch_options: dict[str, Any] | None = None,
+) -> tuple[list[Result], DriverStatistics]:
+    results: list[Result] = []
+    progress = _Progress(len(inputs), sys.stderr, progress_enabled)
+    options = {"slot_policy": BATCH_SLOT_POLICY, **driver_options}
+    async with open_driver(
+        backend, model=model, max_inflight=max_inflight, tools=task.tools, **options
+    ) as driver:
+        async with trio.open_nursery() as nursery:
+            if progress_enabled:
+
+                async def refresh() -> None:
+                    while True:
+                        progress.show(driver.statistics())
+                        await trio.sleep(0.25)
+
+                nursery.start_soon(refresh)
+            async with open_batch(
+                task,
+                inputs,
+                driver=driver,
+                batch_id=new_batch_id(),
+                **(batch_options or {}),
+            ) as stream:
+                async for result in stream:
+                    results.append(result)
+                    progress.done += 1
+                    progress.failed += result.status != "ok"
+                    if out is not None:
+                        record = result_record(
+                            result, indices[result.index], transcript=transcripts
+                        )
+                        out.write(orjson.dumps(record) + b"\n")
+            nursery.cancel_scope.cancel()
+        stats = driver.statistics()
+    progress.show(stats)
+    progress.close()
+    return results, stats
+
+
+def _driver_options(args: argparse.Namespace) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    if args.stream is not None:
+        options["stream"] = args.stream
+    if getattr(args, "slot_policy", None) is not None:
+        options["slot_policy"] = args.slot_policy
+    if getattr(args, "adaptive", False):
+        options["adaptive"] = True
+    if getattr(args, "api_key_env", None):
+        key = os.environ.get(args.api_key_env)
+        if not key:
+            raise ConfigError(f"environment variable {args.api_key_env} is not set")
+        options["api_key"] = key
+    return options
+
+
+_DRIVER_PARAMETERS = frozenset(inspect.signature(open_driver).parameters) - {"backend_options"}
+
+
+def _check_run_args(args: argparse.Namespace, options: dict[str, Any]) -> None:
+    """Everything a run needs that can be checked without running it (nothing is touched)."""
+    max_inflight = args.max_inflight
+    if max_inflight < 1:
+        raise ConfigError(f"--max-inflight must be a positive integer, got {max_inflight}")
+    # Only the backend's own options: ``slot_policy=``, ``retry=``... are the driver's.
+    dialect = {k: v for k, v in options.items() if k not in _DRIVER_PARAMETERS}
+    make_backend(args.backend, model=args.model or "check", **dialect)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    out_path = Path(args.output)
+    check_output_path(out_path)
+    task = load_task(args.task)
+    inputs = read_inputs(Path(args.inputs), task)
+    options = _driver_options(args)
+    _check_run_args(args, options)
+    if args.trace:
+        check_output_path(Path(args.trace))
+        options["trace"] = args.trace
+    if args.retry_failed:
+        if args.force:
+            raise ConfigError(
+                "--retry-failed continues the output; it cannot be combined with --force"
+            )
+        retried = drop_unfinished(out_path)
+        print(f"retrying {retried} failed or cancelled inputs", file=sys.stderr)
+        args.resume = True  # and run the inputs not in the output yet, as --resume does
+    if out_path.exists() and out_path.stat().st_size and not (args.resume or args.force):
+        raise ConfigError(
+            f"{out_path} exists: pass --resume to continue it or --force to overwrite it"
+        )
+    if args.queue:
+        return _run_queued(args, task, inputs, out_path)
+    done: set[int] = set()
+    if args.resume:
+        done, strays = split_resumed(finished_indices(out_path), len(inputs))
+        print(f"resuming: {len(done)} of {len(inputs)} inputs already done", file=sys.stderr)
+        if strays:
+            shown = ", ".join(map(str, strays[:10])) + (" ..." if len(strays) > 10 else "")
+            print(
+                f"agentcore: warning: {out_path} holds {len(strays)} result(s) for indices "
+                f"that are not in {args.inputs} ({shown}); they are kept but not counted",
+                file=sys.stderr,
+            )
+    todo = [i for i in range(len(inputs)) if i not in done]
+    out = ResultsFile(out_path, "ab" if args.resume else "wb")
+    try:
+        results, stats = trio.run(
+            lambda: _execute(
+                task,
+                [inputs[i] for i in todo],
+                todo,
+                backend=args.backend,
+                model=args.model,
+                max_inflight=args.max_inflight,
+                out=out,
+                transcripts=args.transcripts,
+                progress_enabled=sys.stderr.isatty() and not args.quiet,
+                driver_options=options,
+                batch_options={"timeout": args.timeout, "max_active": args.max_active},
+            )
+        )
+    finally:
+        out.close()
+    if not args.quiet:
+        print(summary_table(stats, results), file=sys.stderr)
+    return EXIT_OK if all(r.status == "ok" for r in results) else EXIT_FAILED
+
+
+def _run_queued(args: argparse.Namespace, task: Task, inputs: list[Any], out_path: Path) -> int:
+    # Distributed: the output file is the batch's durable record; see docs/distributed.md.
+    if args.force and out_path.exists() and out_path.stat().st_size:
+        raise ConfigError("--force cannot be used with --queue: submit to a new batch name")
+    summary, all_ok = run_submitter(
+        task,
+        inputs,
+        out_path,
+        args.queue,
+        window=args.window,
+        progress=sys.stderr.isatty() and not args.quiet,
+    )
+    if not args.quiet:
+        print(summary, file=sys.stderr)
+    return EXIT_OK if all_ok else EXIT_FAILED
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    options = {
+        "backend": args.backend,
+        "model": args.model,
+        "max_inflight": args.max_inflight,
+        "concurrency": args.concurrency,
+        "lease": args.lease,
+        "max_deliveries": args.max_deliveries,
+        "exit_when_done": args.exit_when_done,
+        **_driver_options(args),
+    }
+    return run_worker_command(
+        load_task(args.task), args.queue, quiet=args.quiet, worker_options=options
+    )
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    if args.trace:
+        check_output_path(Path(args.trace))
+    task = demo_task()
+    inputs = demo_inputs(args.agents)
+    print(
+        f"agentcore demo: {args.agents} research agents on {args.backend} "
+        f"({args.max_inflight} inference slots)",
+        file=sys.stderr,
+    )
+    results, stats = trio.run(
+        lambda: _execute(
+            task,
+            inputs,
+            list(range(len(inputs))),
+            backend=args.backend,
+            model=args.model,
+            max_inflight=args.max_inflight,
+            out=None,
+            transcripts=False,
+            progress_enabled=sys.stderr.isatty(),
+            driver_options={"stream": True, **({"trace": args.trace} if args.trace else {})},
+        )
+    )
+    print(summary_table(stats, results))
+    example = next((r for r in results if r.status == "ok"), None)
+    if example is not None:
+        print(f"\nexample output (input {example.index}):")
+        print(orjson.dumps(_as_json_value(example.output), option=orjson.OPT_INDENT_2).decode())
+    return EXIT_OK if all(r.status == "ok" for r in results) else EXIT_FAILED
+
+
+_SIM_KNOBS = (
+    ("slots", int, "concurrent engine batch slots"),
+    ("scheduling", str, "fifo or priority"),
+    ("prefill_us_per_token", float, "prefill time per uncached prompt token (µs)"),
+    ("decode_ms_per_token", float, "decode time per output token (ms)"),
+    ("block_size", int, "tokens per KV block"),
+    ("cache_blocks", int, "prefix-cache capacity in blocks"),
+    ("tool_rounds", int, "assistant turns that call tools before answering"),
+    ("repeat_share", float, "share of tool calls drawn from a shared argument pool"),
+    ("answer_tokens", int, "length of plain answers"),
+    ("fail_rate", float, "share of requests answered with an injected 429/500"),
+    ("speedup", float, "divide all simulated time by this"),
+    ("seed", int, "seed of the simulated model"),
+)
+
+
+def _cmd_trace(args: argparse.Namespace) -> int:
+    out = Path(args.output)
+    check_output_path(out)
+    render_timeline(args.trace, out)
+    print(f"agentcore: wrote {out}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _cmd_sim(args: argparse.Namespace) -> int:
+    knobs = {n: getattr(args, n) for n, _, _ in _SIM_KNOBS if getattr(args, n) is not None}
+    if args.ignore_stream:
+        knobs["ignore_stream"] = True
+    run_sim_server(args.host, args.port, SimConfig(**knobs))
+    return EXIT_OK
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agentcore",
+        description="Run many tool-using LLM agents against one inference backend.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser(
+        "run",
+        help="run a task over a JSONL file of inputs",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument("task", help="the task file (TOML)")
+    run.add_argument("inputs", help="inputs, one JSON value per line")
+    run.add_argument("-o", "--output", required=True, help="results file (JSONL, appended)")
+    run.add_argument("--backend", default="sim://", help="backend URL (default: sim://)")
+    run.add_argument("--model", default="sim", help="model name sent to the backend")
+    run.add_argument("--max-inflight", type=int, default=32, help="inference slots")
+    run.add_argument("--resume", action="store_true", help="skip inputs already in the output")
+    run.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="run failed and cancelled inputs again, replacing their lines (implies --resume)",
+    )
+    run.add_argument("--force", action="store_true", help="overwrite an existing output")
+    run.add_argument("--transcripts", action="store_true", help="include transcripts")
+    run.add_argument("--api-key-env", help="environment variable holding the API key")
+    run.add_argument(
+        "--stream",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="stream replies (default: the backend's default)",
+    )
+    run.add_argument(
+        "--slot-policy",
+        choices=("fifo", "priority"),
+        default=None,
+        help="order of waiting model requests (default: priority, near-done agents first)",
+    )
+    run.add_argument(
+        "--adaptive",
+        action="store_true",
+        help="shrink the slot limit when the server signals overload, grow it back on success",
+    )
+    run.add_argument(
+        "--max-active",
+        type=_positive_int,
+        default=None,
+        help="agents in progress at once (default: all; bounds memory for huge batches)",
+    )
+    run.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=None,
+        help="seconds each agent may take (default: no limit)",
+    )
+    run.add_argument("-q", "--quiet", action="store_true", help="no progress or summary")
+    run.add_argument(
+        "--trace", help="write the batch's timeline (Chrome trace JSON) to this file as it runs"
+    )
+    run.add_argument(
+        "--queue",
+        help="submit to a distributed batch (redis://HOST:PORT/BATCH) run by `agentcore worker`",
+    )
+    run.add_argument(
+        "--window", type=int, default=1000, help="with --queue: agents live at once (1000)"
+    )
+    run.set_defaults(handler=_cmd_run)
+
+    worker = sub.add_parser(
+        "worker",
+        help="run the steps of a distributed batch (see docs/distributed.md)",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    worker.add_argument("task", help="the batch's task file (TOML)")
+    worker.add_argument("--queue", required=True, help="redis://HOST:PORT/BATCH")
+    worker.add_argument("--backend", default="sim://", help="backend URL (default: sim://)")
+    worker.add_argument("--model", default="sim", help="model name sent to the backend")
+    worker.add_argument("--max-inflight", type=int, default=32, help="inference slots")
+    worker.add_argument("--concurrency", type=int, help="steps at once (2 x max-inflight)")
+    worker.add_argument("--lease", type=float, default=30.0, help="lease in seconds (30)")
+    worker.add_argument("--max-deliveries", type=int, default=5, help="before dead-letter (5)")
+    worker.add_argument(
+        "--exit-when-done", action="store_true", help="exit once the batch is finished"
+    )
+    worker.add_argument("--api-key-env", help="environment variable holding the API key")
+    worker.add_argument(
+        "--stream",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="stream replies (default: the backend's default)",
+    )
+    worker.add_argument("-q", "--quiet", action="store_true", help="no statistics at exit")
+    worker.set_defaults(handler=_cmd_worker)
+
+    demo = sub.add_parser("demo", help="run a demo batch on the embedded simulated backend")
+    demo.add_argument("--agents", type=int, default=200, help="number of agents (200)")
+    demo.add_argument("--max-inflight", type=int, default=32, help="inference slots (32)")
+    demo.add_argument("--backend", default="sim://", help="backend URL (default: sim://)")
+    demo.add_argument("--model", default="sim", help="model name")
+    demo.add_argument("--trace", help="write the batch's timeline (Chrome trace JSON) here")
+    demo.set_defaults(handler=_cmd_demo)
+
+    trace = sub.add_parser(
+        "trace", help="render a --trace file as a self-contained SVG or HTML timeline"
+    )
+    trace.add_argument("trace", help="the trace file written by --trace")
+    trace.add_argument("-o", "--output", required=True, help="timeline.svg or timeline.html")
+    trace.set_defaults(handler=_cmd_trace)
+
+    sim = sub.add_parser("sim", help="serve the simulated OpenAI-compatible backend")
+    sim.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
+    sim.add_argument("--port", type=int, default=8000, help="port (8000)")
+    for name, kind, text in _SIM_KNOBS:
+        sim.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None, help=text)
+    sim.add_argument(
+        "--ignore-stream",
+        action="store_true",
+        help="answer streamed requests with one JSON reply (as some proxies do)",
+    )
+    sim.set_defaults(handler=_cmd_sim)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``agentcore`` console script; returns the exit code."""
+    args = _parser().parse_args(argv)
+    try:
+        code: int = args.handler(args)
+    except (TaskFileError, InputFileError, ConfigError) as exc:
+        print(f"agentcore: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except BaseException as exc:
+        # Ctrl-C, and a configuration error found inside the batch's nursery (the warm-up
+        # failing for good), reach us wrapped in the exception groups of the nurseries.
+        if interrupted(exc):
+            print("\nagentcore: interrupted; finished results are in the output", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        single = _only_config_error(exc) if isinstance(exc, BaseExceptionGroup) else None
+        if single is None:
+            raise
+        print(f"agentcore: error: {single}", file=sys.stderr)
+        return EXIT_USAGE
+    return code
+
+
+def _only_config_error(group: BaseExceptionGroup[BaseException]) -> ConfigError | None:
+    while len(group.exceptions) == 1 and isinstance(group.exceptions[0], BaseExceptionGroup):
+        group = group.exceptions[0]
+    if len(group.exceptions) == 1 and isinstance(group.exceptions[0], ConfigError):
+        return group.exceptions[0]
+    return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,19 @@
+"""The trio driver: it performs the effects of many agent loops against one backend.
+
+Imports the layers below it (``_core``, ``_codecs``, ``_observe``, ``_transports``, ``_sim``,
+``_tools``), never the ones above (``_tasks``, ``_distributed``, ``_cli``). Files:
+
+- ``driver``: :class:`Driver`, the facade users hold (run, stream, watch, generate,
+  call_model, cancel, statistics).
+- ``open``: :func:`open_driver`, which builds a driver from a backend URL and options.
+- ``runs``: the bookkeeping of runs in progress, and the queue and stream of a batch's results.
+- ``feed``: the worker pool that carries the runs of a result stream.
+- ``requests``: the model request path (slot, rate budget, attempts, retries).
+- ``fallback``: model fallback across backends.
+- ``generate``: one-shot generation without an agent loop.
+- ``observed``: the driver's side of step events (deltas, tool calls reported, a run's end).
+- ``slot_limiter``: the trio side of the inference-slot policy.
+- ``rate_limiter``: the trio side of per-minute rate budgets.
+- ``budget_guard``: a batch's usage budget, enforced as runs report usage.
+- ``stats``: the frozen statistics values.
+"""

@@ -1,0 +1,111 @@
+"""Model fallback in the driver: one request path per backend, tried in order.
+
+Theory of operation
+-------------------
+With fallbacks configured, the driver's request path is a :class:`FallbackRequests`: one
+:class:`~agentcore._driver.requests.ModelRequests` per backend (its own model client, its own slot
+limiter, the shared retry policy), in order of preference. A request goes to the first; when
+it fails for good there, the pure :class:`~agentcore._core.fallback.FallbackPolicy` says
+whether it goes on to the next. Slots are per backend: a request waiting for, or holding, a
+slot of one backend never holds one of another.
+
+The request statistics of every backend go to one list (``RequestStats.backend`` names the
+backend), and a run records which backend gave the final event of each of its requests
+(``Result.served_by``). A request that fell over is still one request of its run: its
+``turns`` and time-to-first-token entries count it once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from .._core.events import CallModel, ModelFailed, ModelResponded
+from .._core.fallback import FallbackPolicy
+from .._core.validators import optional_int_at_least, optional_nonempty_str
+from .._observe.observer import Observer
+from .requests import ModelRequests, StreamSink
+from .runs import Run
+
+__all__ = ["Fallback", "FallbackRequests"]
+
+
+@attrs.frozen
+class Fallback:
+    """One fallback backend of a driver (``open_driver(..., fallback=[...])``).
+
+    A plain URL, ``Backend`` or model client in the ``fallback`` list means the same as
+    ``Fallback(that)``.
+    """
+
+    backend: Any
+    """A backend URL, a ``Backend``, or a model client (stays the caller's to close)."""
+    model: str = attrs.field(default="", kw_only=True)
+    """The model name sent to this backend (``""``: the driver's ``model``)."""
+    max_inflight: int | None = attrs.field(
+        default=None, kw_only=True, validator=optional_int_at_least(1)
+    )
+    """This backend's inference slots (``None``: the driver's ``max_inflight``)."""
+    api_key: str | None = attrs.field(default=None, kw_only=True)
+    """The API key of this backend (never the primary's: it may be another vendor)."""
+    name: str | None = attrs.field(default=None, kw_only=True, validator=optional_nonempty_str)
+    """How results and statistics name it (default: the URL, else ``fallback-N``)."""
+    options: Mapping[str, Any] = attrs.field(factory=dict, kw_only=True)
+    """Dialect options for a backend given by URL (as ``open_driver``'s extra keywords)."""
+
+
+class FallbackRequests:
+    """Sends model requests through an ordered list of backends (see the module docstring)."""
+
+    def __init__(self, routes: Sequence[tuple[str, ModelRequests]], policy: FallbackPolicy) -> None:
+        self._names = [name for name, _ in routes]
+        self._routes = [requests for _, requests in routes]
+        self._policy = policy
+        self.stats = self._routes[0].stats
+        """Shared by every backend: a request that fell over counts once per backend it
+        visited (``RequestStats.backend`` says which)."""
+        for requests in self._routes[1:]:
+            requests.stats = self.stats
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The backends' names, primary first."""
+        return tuple(self._names)
+
+    @property
+    def observer(self) -> Observer | None:
+        """The observer every backend's request path reports to."""
+        return self._routes[0].observer
+
+    @observer.setter
+    def observer(self, observer: Observer | None) -> None:
+        for requests in self._routes:
+            requests.observer = observer
+
+    async def send(
+        self, call: CallModel, run: Run | None, sink: StreamSink | None = None
+    ) -> ModelResponded | ModelFailed:
+        """Make ``call`` on the first backend, going on down the list as the policy says.
+
+        A streamed request whose deltas already reached the caller (``sink.delivered``) is
+        not sent again anywhere: its failure is final.
+        """
+        routes = self._routes
+        index = 0
+        while True:
+            event = await routes[index].send(call, run, sink)
+            if isinstance(event, ModelFailed) and not (sink is not None and sink.delivered):
+                following = self._policy.next(index, len(routes), event.error)
+                if following is not None:
+                    if run is not None:  # still the same request of the run
+                        run.turns -= 1
+                        run.ttft = run.ttft[:-1]
+                    index = following
+                    continue
+            if run is not None:
+                if run.served_by is None:
+                    run.served_by = []
+                run.served_by.append(self._names[index])
+            return event

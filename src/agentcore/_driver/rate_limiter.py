@@ -1,0 +1,215 @@
+"""The trio side of rate limits: a line of waiters in front of the pure
+:class:`~agentcore._core.ratebudget.RateBudget`.
+
+Theory of operation
+-------------------
+Each model request attempt takes its estimated tokens from the budget *before* it queues for
+an inference slot. When the budget cannot pay at once (or others are already waiting) the
+attempt joins a FIFO line, holding nothing: no slot, no lock. Only the first waiter sleeps on
+a timer, until the budget's ready time for it or until the budget changes (a reply's usage
+corrected an estimate, headers taught a limit, a 429 held everyone back), whichever is first;
+it then re-checks, takes its tokens and hands the front of the line to the next waiter. A
+cancelled waiter leaves the line (handing the front on if it held it). The reply corrects the
+reservation with its usage, teaches the budget what its headers said, and a 429 refunds the
+reservation and, from an API with known limits, holds every sender back for the server's
+``retry-after``.
+
+With no limit configured and none learned from headers yet, a reservation costs a few
+attribute reads and never waits.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import attrs
+import trio
+
+from .._core.events import CallModel, ErrorKind, ModelFailed, ModelResponded
+from .._core.messages import AssistantMessage
+from .._core.ratebudget import RateBudget, RateObservation, Reservation, TokenEstimator
+
+__all__ = ["RateLimiter", "RateLimiterStatistics"]
+
+_DEFAULT_PENALTY = 1.0
+"""Seconds every sender holds back after a 429 that did not say how long."""
+
+
+@attrs.frozen
+class RateLimiterStatistics:
+    """What the rate limiter did since the driver opened."""
+
+    requests_per_minute: int | None
+    """The request limit in force (configured or learned; ``None``: unknown)."""
+    tokens_per_minute: int | None
+    """The token limit in force (configured or learned; ``None``: unknown)."""
+    waits: int
+    """Attempts that had to wait for budget."""
+    wait_time: float
+    """Seconds spent waiting for budget, over all attempts."""
+    rate_limited: int
+    """Replies refused by the server for its rate limit (429)."""
+
+
+def prompt_chars(call: CallModel) -> int:
+    """Characters of prompt ``call`` sends (messages and tool-call arguments)."""
+    total = 0
+    for message in call.messages:
+        if isinstance(message, AssistantMessage):
+            total += len(message.content or "")
+            for tool_call in message.tool_calls:
+                total += len(tool_call.arguments) + len(tool_call.name)
+        else:
+            total += len(message.content)
+    return total
+
+
+class _Waiter:
+    __slots__ = ("front",)
+
+    def __init__(self) -> None:
+        self.front = trio.Event()
+        """Set when this waiter reaches the front of the line."""
+
+
+class RateLimiter:
+    """Holds model request attempts back within their budget; see the module's docstring."""
+
+    def __init__(
+        self, requests_per_minute: int | None = None, tokens_per_minute: int | None = None
+    ) -> None:
+        self.budget = RateBudget(requests_per_minute, tokens_per_minute)
+        self.estimator = TokenEstimator()
+        self._line: OrderedDict[_Waiter, None] = OrderedDict()
+        self._changed = trio.Event()
+        self._waits = 0
+        self._wait_time = 0.0
+        self._rate_limited = 0
+        self.blind = 0
+        """Attempts in flight that were sent before any limit was known."""
+        self._blind_charge: int | None = None
+        """What each of them was charged when the first limit became known."""
+
+    async def reserve(self, call: CallModel) -> Reservation | None:
+        """Wait until ``call`` may be sent and charge it; ``None`` when no limit is known."""
+        budget = self.budget
+        if not budget.limited:
+            return None
+        tokens = self.estimator.estimate(prompt_chars(call), call.params.max_tokens)
+        now = trio.current_time()
+        if not self._line and budget.ready_at(now, tokens) <= now:
+            return budget.take(now, tokens)
+        return await self._wait_in_line(tokens, now)
+
+    async def _wait_in_line(self, tokens: int, started: float) -> Reservation:
+        budget, line = self.budget, self._line
+        me = _Waiter()
+        line[me] = None
+        if next(iter(line)) is me:
+            me.front.set()
+        self._waits += 1
+        try:
+            await me.front.wait()
+            while True:
+                now = trio.current_time()
+                ready = budget.ready_at(now, tokens)
+                if ready <= now:
+                    break
+                changed = self._changed
+                with trio.move_on_at(ready):
+                    await changed.wait()
+        finally:
+            del line[me]
+            if line and me.front.is_set():
+                next(iter(line)).front.set()
+        now = trio.current_time()
+        self._wait_time += now - started
+        return budget.take(now, tokens)
+
+    def _notify(self) -> None:
+        """The budget changed: the front waiter re-checks."""
+        self._changed.set()
+        self._changed = trio.Event()
+
+    def unsent(self, reservation: Reservation | None) -> None:
+        """The attempt was cancelled before it was sent: give its charge back."""
+        if reservation is not None:
+            self.budget.refund(reservation, trio.current_time())
+            self._notify()
+
+    def cancelled(self, reservation: Reservation | None) -> None:
+        """The attempt was cancelled after it was charged. The server may have counted it, so
+        only the estimated tokens beyond nothing used are kept: it is settled as unused."""
+        if reservation is not None:
+            self.budget.settle(reservation, 0, trio.current_time())
+            self._notify()
+        elif self.blind:
+            self.blind -= 1
+
+    def replied(
+        self,
+        call: CallModel,
+        reservation: Reservation | None,
+        event: ModelResponded | ModelFailed,
+        observation: RateObservation | None,
+    ) -> None:
+        """Account for one attempt's outcome and the rate-limit headers of its reply."""
+        budget = self.budget
+        if reservation is None and self.blind:
+            self.blind -= 1
+            if self._blind_charge is not None:
+                # Charged when the limits became known: settle it like a reservation.
+                reservation = Reservation(self._blind_charge)
+        was_limited = budget.limited
+        if (
+            observation is None
+            and reservation is None
+            and not budget.limited
+            and (
+                isinstance(event, ModelResponded) or event.error.kind is not ErrorKind.RATE_LIMITED
+            )
+        ):
+            return  # nothing is limited: keep the common path cheap
+        now = trio.current_time()
+        if isinstance(event, ModelResponded):
+            usage = event.usage
+            used = usage.prompt_tokens + usage.completion_tokens
+            self.estimator.learn(prompt_chars(call), usage.prompt_tokens, usage.completion_tokens)
+            if reservation is not None:
+                budget.settle(reservation, used, now)
+        elif event.error.kind is ErrorKind.RATE_LIMITED:
+            self._rate_limited += 1
+            retry_after = event.error.retry_after
+            if observation is not None or budget.limits != (None, None):
+                # A rate-limited API (it publishes limits, or the user set some): the quota
+                # is shared, so everyone holds back. A bare 429 from a self-hosted server is
+                # left to the retry policy and adaptive concurrency, as before budgets.
+                budget.penalize(now, _DEFAULT_PENALTY if retry_after is None else retry_after)
+            if reservation is not None:
+                budget.refund(reservation, now)
+        elif reservation is not None:
+            budget.settle(reservation, 0, now)
+        if observation is not None:
+            # After the correction: what remains at the server already counts this request's
+            # real usage, so it caps the corrected level rather than being corrected again.
+            budget.observe(now, observation)
+        if not was_limited and budget.limited and self.blind:
+            # The first limits are known while other attempts, sent blind, are still in
+            # flight: charge each an estimate now (settled by its own reply), so that the
+            # budget does not spend what they are about to use.
+            charge = self.estimator.estimate(prompt_chars(call), call.params.max_tokens)
+            self._blind_charge = charge
+            for _ in range(self.blind):
+                budget.take(now, charge)
+        self._notify()
+
+    def statistics(self) -> RateLimiterStatistics:
+        """A snapshot of the limits in force and the waits so far."""
+        rpm, tpm = self.budget.limits
+        return RateLimiterStatistics(
+            requests_per_minute=rpm,
+            tokens_per_minute=tpm,
+            waits=self._waits,
+            wait_time=self._wait_time,
+            rate_limited=self._rate_limited,
+        )

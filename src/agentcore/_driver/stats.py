@@ -1,0 +1,304 @@
+"""Frozen statistics values of the driver, and the bounded aggregates behind their summaries.
+
+Everything public here is a plain value: :meth:`Driver.statistics` builds a fresh
+:class:`DriverStatistics` from the driver's counters each time it is called, so a value can be
+kept, compared and logged without changing under the caller.
+
+A driver may stay open for days, so nothing it keeps grows with the number of requests:
+each measured quantity is a :class:`Distribution` (exact count, mean and maximum, and a
+DDSketch for the percentiles, within :data:`RELATIVE_ACCURACY` of the exact value), and only
+the last :data:`RECENT_REQUESTS` requests are kept in detail.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+
+import attrs
+from ddsketch import LogCollapsingLowestDenseDDSketch
+
+from .._core.events import ErrorKind
+from .._tools.executor import ToolExecutorStatistics
+from .rate_limiter import RateLimiterStatistics
+from .slot_limiter import SlotStatistics
+
+__all__ = [
+    "Distribution",
+    "DriverStatistics",
+    "RECENT_REQUESTS",
+    "RELATIVE_ACCURACY",
+    "RequestStats",
+    "RequestTotals",
+    "Summary",
+    "percentile",
+]
+
+RELATIVE_ACCURACY = 0.01
+"""Percentiles of :meth:`Distribution.summary` are within 1 % of the exact value of their rank."""
+
+RECENT_REQUESTS = 100
+"""How many of the latest requests :attr:`DriverStatistics.recent_requests` keeps in detail."""
+
+_BIN_LIMIT = 2048
+"""Sketch bins at most (a sketch then holds at most about 64 KiB); past it the *lowest* bins
+merge, so the accuracy of the high percentiles is kept. At 1 % accuracy 2048 bins span 17
+orders of magnitude, so in practice nothing merges."""
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The ``q``-th percentile of ``values`` (``0 <= q <= 100``), ``None`` when empty.
+
+    Linear interpolation between the two nearest ranks (the default of NumPy and of
+    ``statistics.quantiles(method="inclusive")``): the 0th percentile is the minimum, the
+    100th the maximum, and the 50th the median.
+
+    Raises:
+        ValueError: ``q`` is outside ``[0, 100]``.
+    """
+    if not 0.0 <= q <= 100.0:
+        raise ValueError(f"percentile must be within [0, 100], got {q}")
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100.0
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    fraction = position - low
+    return ordered[low] + (ordered[high] - ordered[low]) * fraction
+
+
+@attrs.frozen
+class Summary:
+    """The distribution of one measurement (seconds), ``None`` fields when nothing was measured.
+
+    In :class:`DriverStatistics`, ``count``, ``mean`` and ``max`` are exact and the
+    percentiles are within 1 % (:data:`RELATIVE_ACCURACY`) of the exact value of their rank;
+    :meth:`Summary.of` computes every field exactly.
+    """
+
+    count: int = 0
+    mean: float | None = None
+    p50: float | None = None
+    p95: float | None = None
+    max: float | None = None
+    p99: float | None = None
+
+    @classmethod
+    def of(cls, values: Iterable[float]) -> Summary:
+        """Summarise ``values``."""
+        data = list(values)
+        if not data:
+            return cls()
+        return cls(
+            count=len(data),
+            mean=sum(data) / len(data),
+            p50=percentile(data, 50.0),
+            p95=percentile(data, 95.0),
+            max=max(data),
+            p99=percentile(data, 99.0),
+        )
+
+
+class Distribution:
+    """A bounded, mergeable record of one measurement: O(1) memory whatever the count.
+
+    Count, mean and maximum are exact; percentiles come from a DDSketch (the ``ddsketch``
+    library) and are within :data:`RELATIVE_ACCURACY` of the exact value of their rank.
+    """
+
+    __slots__ = ("_count", "_max", "_sketch", "_total")
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._total = 0.0
+        self._max = -math.inf
+        self._sketch = LogCollapsingLowestDenseDDSketch(RELATIVE_ACCURACY, _BIN_LIMIT)
+
+    @property
+    def count(self) -> int:
+        """Values added."""
+        return self._count
+
+    def add(self, value: float) -> None:
+        """Record ``value``."""
+        self._count += 1
+        self._total += value
+        self._max = max(self._max, value)
+        self._sketch.add(value)
+
+    def merge(self, other: Distribution) -> None:
+        """Add every value of ``other`` to this one (``other`` is left as it was)."""
+        if other._count == 0:
+            return
+        self._count += other._count
+        self._total += other._total
+        self._max = max(self._max, other._max)
+        self._sketch.merge(other._sketch)
+
+    def quantile(self, q: float) -> float | None:
+        """The ``q``-quantile (``0 <= q <= 1``), ``None`` when nothing was added."""
+        if not 0.0 <= q <= 1.0:
+            raise ValueError(f"quantile must be within [0, 1], got {q}")
+        if self._count == 0:
+            return None
+        value = self._sketch.get_quantile_value(q)
+        # The sketch answers with its bin's representative, which may exceed the maximum.
+        return None if value is None else min(float(value), self._max)
+
+    def summary(self) -> Summary:
+        """A :class:`Summary` of what was added."""
+        if self._count == 0:
+            return Summary()
+        return Summary(
+            count=self._count,
+            mean=self._total / self._count,
+            p50=self.quantile(0.5),
+            p95=self.quantile(0.95),
+            max=self._max,
+            p99=self.quantile(0.99),
+        )
+
+
+@attrs.frozen
+class RequestStats:
+    """One model request (a ``CallModel``), over all its attempts."""
+
+    request_id: str
+    index: int | None
+    """The agent's index, ``None`` for a request made through ``Driver.call_model``."""
+    attempts: int
+    slot_wait: float
+    """Seconds spent waiting for a slot, over all attempts."""
+    latency: float
+    """Seconds the last attempt's exchange took (a slot was held throughout)."""
+    elapsed: float
+    """Seconds from the first slot request to the final event (waits and back-offs included)."""
+    ttft: float | None
+    """Time to first token of the last attempt (streamed replies only)."""
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int | None
+    """``None`` when the server did not say."""
+    error: ErrorKind | None
+    """Why the request failed for good, ``None`` when it succeeded."""
+    backend: str = ""
+    """The backend that made it, with model fallback (``""`` without): a request that fell
+    over has one entry per backend it visited."""
+
+    finish_reason: str | None = None
+    """The reply's finish reason (``stop``, ``tool_calls``, ``length``...), when it said."""
+
+
+_RequestFields = tuple[
+    str, int | None, int, float, float, float, float | None, int, int, int | None,
+    ErrorKind | None, str, str | None,
+]  # fmt: skip
+"""The fields of one :class:`RequestStats`, in order."""
+
+
+class RequestTotals:
+    """Aggregates of every finished model request: counters, bounded distributions, the
+    latest requests in detail and, with model fallback, the successes per backend. Its size
+    does not grow with the number of requests (the backends are the configured ones)."""
+
+    def __init__(self) -> None:
+        self.attempts = 0
+        """Exchanges made, retries included."""
+        self.requests = 0
+        """Requests that ended."""
+        self.failed = 0
+        """Requests that failed for good."""
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.cached_tokens = 0
+        """Summed over the requests whose cached count is known."""
+        self.known_prompt_tokens = 0
+        """Prompt tokens of the requests whose cached count is known."""
+        self.latency = Distribution()
+        self.ttft = Distribution()
+        self.slot_wait = Distribution()
+        self._recent: deque[_RequestFields] = deque(maxlen=RECENT_REQUESTS)
+        """The fields of the latest requests (a ``RequestStats`` each once read)."""
+        self.served_by: dict[str, int] = {}
+        """Successful requests per backend name (model fallback only)."""
+        self.truncated = 0
+        """Replies cut by the token limit (``finish_reason == "length"``)."""
+
+    @property
+    def recent(self) -> tuple[RequestStats, ...]:
+        """The latest requests in detail, oldest first."""
+        return tuple(RequestStats(*fields) for fields in self._recent)
+
+    def add(self, request: _RequestFields) -> None:
+        """Count one finished request, given the fields of its :class:`RequestStats` in order
+        (the value is built only when :attr:`recent` is read)."""
+        (_, _, _, slot_wait, latency, _, ttft, prompt_tokens, completion_tokens, cached_tokens,
+         error, backend, finish_reason) = request  # fmt: skip
+        self.requests += 1
+        if error is not None:
+            self.failed += 1
+        elif backend:
+            self.served_by[backend] = self.served_by.get(backend, 0) + 1
+        if finish_reason == "length":
+            self.truncated += 1
+        self.prompt_tokens += prompt_tokens
+        self.completion_tokens += completion_tokens
+        if cached_tokens is not None:
+            self.cached_tokens += cached_tokens
+            self.known_prompt_tokens += prompt_tokens
+        self.latency.add(latency)
+        self.slot_wait.add(slot_wait)
+        if ttft is not None:
+            self.ttft.add(ttft)
+        self._recent.append(request)
+
+
+@attrs.frozen
+class DriverStatistics:
+    """A snapshot of everything a driver measured since it was opened."""
+
+    wall_time: float
+    """Seconds since the driver opened."""
+    runs: int
+    """Agent runs that ended (any status)."""
+    runs_ok: int
+    runs_failed: int
+    runs_cancelled: int
+    requests: int
+    """Model requests that ended (``CallModel`` effects and ``call_model`` calls)."""
+    recent_requests: tuple[RequestStats, ...]
+    """The last :data:`RECENT_REQUESTS` model requests in detail, in completion order."""
+    attempts: int
+    """HTTP exchanges made, retries included."""
+    failed_requests: int
+    latency: Summary
+    """Of the final attempt of each request."""
+    ttft: Summary
+    slot_wait: Summary
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    """Summed over the requests whose cached count is known."""
+    cached_ratio: float | None
+    """Cached / prompt tokens over the requests whose cached count is known (``None`` if
+    none is): the share of prompt tokens served from the prefix cache."""
+    truncated_replies: int
+    """Replies cut by the token limit (``finish_reason == "length"``)."""
+    tool_calls: int
+    """Tool calls answered by the executor."""
+    tool_executions: int
+    """Tool function executions started (coalesced and cached calls do not execute)."""
+    dedup_ratio: float | None
+    """``1 - executions / calls``: the share of tool calls that did not need their own
+    execution (``None`` before the first call)."""
+    tools: ToolExecutorStatistics
+    """The tool executor's own statistics value."""
+    slots: SlotStatistics
+    slot_utilisation: float | None
+    """Busy slot-seconds / (``max_inflight`` x wall time)."""
+    served_by: Mapping[str, int] = attrs.field(factory=dict)
+    """With model fallback: requests answered, per backend name (empty without fallback)."""
+    rates: RateLimiterStatistics | None = None
+    """Request and token limits in force, waits for budget and 429s."""

@@ -1,0 +1,314 @@
+"""Step events: what one agent run does, pushed by the driver as it happens.
+
+Theory of operation
+-------------------
+A run may carry a :class:`StepSink` (``Run.steps``). The driver and the model request path
+call ``sink.push(event)`` at each step: a model request got its slot, a delta arrived, the
+model replied, a retry was scheduled, a tool started or ended, the run ended. ``push`` never
+waits, so it is safe while an inference slot is held. At the points where the run itself may
+wait without holding a slot (before it queues for a slot, before it starts tools, before it
+reports its end) the driver awaits ``sink.settle()``: that is where back-pressure applies.
+
+:class:`StepChannel`, the sink behind ``Driver.watch``, puts events into a bounded trio memory
+channel. While the channel has room, ``push`` sends at once; when it is full, events wait in a
+backlog in order (every later event too, so the order is kept), and ``settle`` feeds the
+backlog to the channel, waiting for the consumer. A slow consumer therefore slows only its own
+run, and only where that run holds no slot: other runs never wait for it. The backlog holds at
+most the events between two settle points: one model reply's deltas (bounded by the reply's
+length) plus one turn's tool events (bounded by the calls of one reply).
+
+Nothing here runs for a run without a sink: the driver tests ``run.steps is not None``.
+Tracing or logging can plug in at the same place with a sink of its own (``push`` records,
+``settle`` returns at once).
+
+Events are frozen attrs values; :func:`agentcore.core.dumps` encodes them (the class-level
+``name`` is a stable snake_case name, e.g. for an SSE ``event:`` line).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
+
+import attrs
+import trio
+
+from .._codecs.codec import TextDelta, ToolCallDelta
+from .._core.errors import ConfigError
+from .._core.events import (
+    AbortReason,
+    ModelError,
+    ToolError,
+)
+from .._core.messages import AssistantMessage, Usage
+
+if TYPE_CHECKING:
+    from .._core.results import Result
+
+__all__ = [
+    "ModelDelta",
+    "ModelReplied",
+    "RequestFailed",
+    "RequestStarted",
+    "RetryScheduled",
+    "RunAborted",
+    "RunFinished",
+    "StepChannel",
+    "StepEvent",
+    "StepSink",
+    "StepStream",
+    "ToolEnded",
+    "ToolStarted",
+]
+
+ToolSource = Literal["executed", "coalesced", "cached"]
+"""How a tool call got its outcome: its own execution, a concurrent identical call's, or the
+result cache."""
+
+
+@attrs.frozen
+class RequestStarted:
+    """A model request attempt got its inference slot and is being sent."""
+
+    name: ClassVar[str] = "request_started"
+    run: int
+    """The run's index."""
+    request_id: str
+    turn: int
+    """0-based model request of the run."""
+    attempt: int
+    """1 for the first attempt, 2 for the first retry..."""
+    slot_wait: float
+    """Seconds this attempt waited for its slot."""
+    at: float
+    """trio time."""
+
+
+@attrs.frozen
+class ModelDelta:
+    """A piece of the reply arrived (only when deltas were asked for)."""
+
+    name: ClassVar[str] = "model_delta"
+    run: int
+    request_id: str
+    attempt: int
+    delta: TextDelta | ToolCallDelta
+
+    @property
+    def text(self) -> str:
+        """The text this delta adds (``""`` for a tool-call fragment)."""
+        delta = self.delta
+        return delta.text if isinstance(delta, TextDelta) else ""
+
+
+@attrs.frozen
+class ModelReplied:
+    """The model answered the request (after ``attempts`` attempts)."""
+
+    name: ClassVar[str] = "model_replied"
+    run: int
+    request_id: str
+    turn: int
+    attempts: int
+    message: AssistantMessage
+    usage: Usage
+    finish_reason: str | None
+    ttft: float | None
+    """Seconds from the start of the last attempt to its first token (streamed replies)."""
+    at: float
+
+
+@attrs.frozen
+class RequestFailed:
+    """The request failed for good (its retries are spent, or it was not retryable)."""
+
+    name: ClassVar[str] = "request_failed"
+    run: int
+    request_id: str
+    turn: int
+    attempts: int
+    error: ModelError
+    at: float
+
+
+@attrs.frozen
+class RetryScheduled:
+    """An attempt failed; the request is sent again after ``delay`` seconds (no slot held)."""
+
+    name: ClassVar[str] = "retry_scheduled"
+    run: int
+    request_id: str
+    attempt: int
+    """The attempt that failed."""
+    error: ModelError
+    delay: float
+    at: float
+
+
+@attrs.frozen
+class ToolStarted:
+    """A tool call was handed to the tool executor."""
+
+    name: ClassVar[str] = "tool_started"
+    run: int
+    call_id: str
+    tool: str
+    arguments: Mapping[str, Any]
+    at: float
+
+
+@attrs.frozen
+class ToolEnded:
+    """A tool call ended: ``error`` is ``None`` when it returned ``content``."""
+
+    name: ClassVar[str] = "tool_ended"
+    run: int
+    call_id: str
+    tool: str
+    content: str | None
+    error: ToolError | None
+    source: ToolSource
+    duration: float
+    at: float
+
+    @property
+    def failed(self) -> bool:
+        """Whether the call failed."""
+        return self.error is not None
+
+
+@attrs.frozen
+class RunFinished:
+    """The run ended with an output."""
+
+    name: ClassVar[str] = "run_finished"
+    run: int
+    output: Any
+    usage: Usage
+    turns: int
+    at: float
+
+
+@attrs.frozen
+class RunAborted:
+    """The run ended without an output (``status`` ``"failed"`` or ``"cancelled"``)."""
+
+    name: ClassVar[str] = "run_aborted"
+    run: int
+    status: Literal["failed", "cancelled"]
+    reason: AbortReason
+    usage: Usage
+    turns: int
+    at: float
+
+
+StepEvent = (
+    RequestStarted
+    | ModelDelta
+    | ModelReplied
+    | RequestFailed
+    | RetryScheduled
+    | ToolStarted
+    | ToolEnded
+    | RunFinished
+    | RunAborted
+)
+"""Every step event a run can push."""
+
+
+class StepSink(Protocol):
+    """Where a run's step events go (see the module's theory of operation).
+
+    Attributes:
+        deltas: whether model replies are streamed to the sink as :class:`ModelDelta` events.
+    """
+
+    deltas: bool
+
+    def push(self, event: StepEvent) -> None:
+        """Take one event now; never waits (it may be called while a slot is held)."""
+        ...
+
+    async def settle(self) -> None:
+        """Wait until the consumer has room again (called where the run holds no slot)."""
+        ...
+
+
+class StepChannel:
+    """A :class:`StepSink` over a bounded memory channel, with an ordered backlog."""
+
+    def __init__(self, send: trio.MemorySendChannel[StepEvent], *, deltas: bool) -> None:
+        self.deltas = deltas
+        self._send = send
+        self._backlog: deque[StepEvent] = deque()
+        self._closed = False
+        # Several runs may share one channel (a batch): one of them feeds the backlog at a
+        # time, so an event leaves the backlog only once it is in the channel.
+        self._feeding = trio.Lock()
+
+    def push(self, event: StepEvent) -> None:
+        if self._closed:
+            return
+        if not self._backlog:
+            try:
+                self._send.send_nowait(event)
+            except trio.WouldBlock:
+                pass
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                # The consumer went away: the run goes on unobserved.
+                self._closed = True
+                return
+            else:
+                return
+        self._backlog.append(event)
+
+    async def settle(self) -> None:
+        backlog = self._backlog
+        if not backlog:
+            return
+        async with self._feeding:
+            while backlog and not self._closed:
+                try:
+                    await self._send.send(backlog[0])
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    self._closed = True
+                    backlog.clear()
+                    return
+                backlog.popleft()
+
+    async def aclose(self) -> None:
+        """Deliver the backlog, then end the consumer's iteration."""
+        await self.settle()
+        self._closed = True
+        await self._send.aclose()
+
+
+class StepStream:
+    """The step events of one watched run, in order; iterate with ``async for``.
+
+    Made by :meth:`Driver.watch`. The iteration ends after the run's last event
+    (:class:`RunFinished` or :class:`RunAborted`); :attr:`result` is then set.
+    """
+
+    def __init__(self, receive: trio.MemoryReceiveChannel[StepEvent]) -> None:
+        self._receive = receive
+        self.result: Result | None = None
+        """The run's :class:`~agentcore.Result`, once it has ended."""
+
+    def __aiter__(self) -> AsyncIterator[StepEvent]:
+        return self
+
+    async def __anext__(self) -> StepEvent:
+        try:
+            return await self._receive.receive()
+        except trio.EndOfChannel:
+            raise StopAsyncIteration from None
+
+
+def open_step_channel(buffer: int, *, deltas: bool) -> tuple[StepChannel, StepStream]:
+    """A connected sink and stream; ``buffer`` events fit in the channel."""
+    if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 1:
+        raise ConfigError(f"buffer must be a positive integer, got {buffer!r}")
+    send, receive = trio.open_memory_channel[StepEvent](buffer)
+    return StepChannel(send, deltas=deltas), StepStream(receive)

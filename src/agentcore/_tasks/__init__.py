@@ -1,0 +1,12 @@
+"""The batch layer: tasks, batches of agents, one watched agent and the results file.
+
+Imports everything below it (the driver and its layers), never ``_distributed`` or ``_cli``.
+Files:
+
+- ``task``: :class:`Task`, an agent's job and how one input becomes one loop.
+- ``taskfile``: TOML task files.
+- ``batch``: ``run_batch``, ``open_batch`` and ``map_reduce``.
+- ``warmup``: warming a server's prefix cache before the fan-out.
+- ``agent``: :class:`Agent`, one agent, run or watched.
+- ``results_file``: the results file of ``agentcore run`` (its records, read and written).
+"""

@@ -1,0 +1,483 @@
+"""The batch layer: a task over many inputs, results in input or completion order.
+
+``run_batch`` and ``open_batch`` compile one agent loop per input (see :mod:`._task`), warm
+the shared prefix with the backend's warm-up strategy (:mod:`._warmup`: one one-token request,
+or for llama-server that request copied into every slot), and hand the loops to a driver. An
+input that does not fit the task fails on its own (``status="failed"``,
+``AbortKind.INVALID_INPUT``); nothing an input, a tool or the model does fails the batch.
+``map_reduce`` chains three tasks: a plan whose output lists items, one map agent per item,
+and a reduce agent over the answers.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any, Generic, NamedTuple, TypeVar, cast
+
+import attrs
+import cattrs
+import orjson
+import trio
+
+from .._codecs.codec import WARM_UPS, Backend, WarmUp
+from .._core.budgets import UsageLimits
+from .._core.errors import ConfigError
+from .._core.events import AbortKind, AbortReason
+from .._core.loop import AgentLoop
+from .._core.messages import Usage
+from .._core.results import Result, RunTimings
+from .._core.schema import is_pydantic_model
+from .._driver.budget_guard import OnBudget
+from .._driver.driver import Driver
+from .._driver.open import open_driver
+from .._driver.runs import Group, ResultStream
+from .._observe.log import BATCH
+from .._observe.steps import StepSink
+from .._tools.spec import Tool
+from .._transports.model_client import ModelClient
+from .task import RenderError, Task, compile_job, job_run_id
+from .warmup import WarmUpReport, warm_prefix
+from .warmup import warm_up as warm_up_cache
+
+T = TypeVar("T")
+P = TypeVar("P")
+M = TypeVar("M")
+R = TypeVar("R")
+
+__all__ = [
+    "BatchStream",
+    "MapReduceResult",
+    "map_reduce",
+    "open_batch",
+    "run_batch",
+    "warm_prefix",
+]
+
+
+BATCH_SLOT_POLICY = "priority"
+"""The slot policy of batches unless ``slot_policy=`` says otherwise: agents nearer the end
+(higher turn) are served first, so results arrive from the start of the run instead of after
+every agent's first turn (``bench/bench_slot_policy.py``, docs/benchmarks.md)."""
+
+
+def new_batch_id() -> str:
+    """A fresh batch id. Session ids derive from it, and servers (Dynamo) must not see a
+    finished session id again, so every batch gets its own."""
+    return "b" + secrets.token_hex(4)
+
+
+def _invalid_input(index: int, error: RenderError, now: float) -> Result[Any]:
+    return Result(
+        index=index,
+        status="failed",
+        output=None,
+        error=AbortReason(AbortKind.INVALID_INPUT, str(error)),
+        transcript=(),
+        usage=Usage(),
+        timings=RunTimings(now, now, 0.0, 0.0, 0.0, (), 0),
+        turns=0,
+    )
+
+
+class BatchStream(Generic[T]):
+    """Results of a batch in completion order; iterate with ``async for``.
+
+    ``BatchStream[T]`` yields ``Result[T]`` for a ``Task[T]``. Each
+    :class:`~agentcore.Result` carries its input's index. :meth:`cancel` ends every
+    remaining run promptly with a ``cancelled`` result, which the iteration still delivers.
+    """
+
+    def __init__(
+        self,
+        results: ResultStream,
+        indices: list[int],
+        early: deque[Result[Any]],
+        warm_up: WarmUpReport | None = None,
+    ) -> None:
+        self._results = results
+        self._indices = indices
+        self._early = early
+        self.warm_up = warm_up
+        """What the warm-up did and the tokens its request used (those are in the driver's
+        statistics and in no ``Result``); ``None`` when the batch did not warm up."""
+
+    def __aiter__(self) -> BatchStream[T]:
+        return self
+
+    async def __anext__(self) -> Result[T]:
+        # The driver runs untyped loops; the task's output type is what the loop structured.
+        if self._early:
+            return cast("Result[T]", self._early.popleft())
+        try:
+            result = await self._results.__anext__()
+        except StopAsyncIteration:
+            if self._early:
+                return cast("Result[T]", self._early.popleft())
+            raise
+        index = self._indices[result.index]
+        if index != result.index:
+            result = attrs.evolve(result, index=index)
+        return cast("Result[T]", result)
+
+    def cancel(self) -> None:
+        """End every remaining run promptly (each reports ``cancelled``)."""
+        self._results.cancel()
+
+
+def _loops(  # noqa: PLR0917 - private helper, called twice
+    task: Task[Any],
+    inputs: Iterable[Any],
+    batch_id: str,
+    indices: list[int],
+    early: deque[Result[Any]],
+    parent_session_id: str | None,
+    described: dict[int, tuple[int, Any]],
+) -> Iterator[AgentLoop]:
+    # Consumed lazily by the driver, so a huge input list is never compiled all at once.
+    # ``described`` holds each compiled loop's input until the driver opens its run (the
+    # run's ``RunContext`` carries it), so it never holds more than the loops in hand.
+    for index, value in enumerate(inputs):
+        try:
+            loop = compile_job(
+                task, value, run_id=job_run_id(batch_id, index), parent_session_id=parent_session_id
+            )
+        except RenderError as exc:
+            early.append(_invalid_input(index, exc, trio.current_time()))
+            continue
+        described[len(indices)] = (index, value)
+        indices.append(index)
+        yield loop
+
+
+def _strategy(warm: bool | str | None, driver: Driver) -> WarmUp:
+    """The warm-up to perform. ``None``: the strategy of the driver's backend (whether the
+    driver was opened here or given); ``True``: that strategy, at least ``request``;
+    ``False``: off."""
+    configured = driver.backend.warm_up if driver.backend is not None else "off"
+    if warm is None:
+        return configured
+    if warm is True:
+        return "request" if configured == "off" else configured
+    if warm is False:
+        return "off"
+    if warm not in WARM_UPS:
+        raise ConfigError(f"warm must be a bool, None or one of {list(WARM_UPS)}; got {warm!r}")
+    return warm
+
+
+def _check_driver_tools(driver: Driver, tools: Sequence[Tool[..., Any]]) -> None:
+    """Refuse a driver that lacks a task's tools: every call would fail as ``unknown_tool``
+    while the runs still end ``ok``."""
+    has = driver.executor.tools
+    missing = [
+        t.name if t.name not in has else f"{t.name} (the driver has another tool of that name)"
+        for t in tools
+        if has.get(t.name) is not t
+    ]
+    if missing:
+        raise ConfigError(
+            f"the driver was opened without the task's tools: {', '.join(missing)} "
+            f"(it has: {', '.join(sorted(has)) or 'none'}); pass them to open_driver(tools=...)"
+        )
+
+
+@asynccontextmanager
+async def _driver_for(
+    stack_tools: Sequence[Tool[..., Any]],
+    *,
+    driver: Driver | None,
+    backend: str | Backend | ModelClient | None,
+    model: str,
+    max_inflight: int,
+    warm: bool | str | None,
+    driver_options: Mapping[str, Any],
+) -> AsyncIterator[tuple[Driver, WarmUp]]:
+    """The given driver or a newly opened one, and the warm-up to perform (see
+    :func:`_strategy`)."""
+    if driver is not None:
+        if backend is not None or driver_options:
+            raise ConfigError("pass either driver= or backend options, not both")
+        _check_driver_tools(driver, stack_tools)
+        yield driver, _strategy(warm, driver)
+        return
+    if backend is None:
+        raise ConfigError("a backend is needed: pass backend= (a URL such as 'sim://') or driver=")
+    options = {"slot_policy": BATCH_SLOT_POLICY, **driver_options}
+    async with open_driver(
+        backend, model=model, max_inflight=max_inflight, tools=stack_tools, **options
+    ) as opened:
+        yield opened, _strategy(warm, opened)
+
+
+@asynccontextmanager
+async def open_batch(
+    task: Task[T],
+    inputs: Iterable[object],
+    *,
+    backend: str | Backend | ModelClient | None = None,
+    model: str = "",
+    max_inflight: int = 32,
+    driver: Driver | None = None,
+    warm: bool | str | None = None,
+    batch_id: str | None = None,
+    timeout: float | None = None,
+    max_active: int | None = None,
+    budget: UsageLimits | None = None,
+    on_budget: OnBudget = "finish",
+    steps: StepSink | None = None,
+    deps: Any = None,
+    **driver_options: Any,
+) -> AsyncIterator[BatchStream[T]]:
+    """Run ``task`` over ``inputs``; results arrive in completion order.
+
+    ::
+
+        async with agentcore.open_batch(task, inputs, backend="sim://") as results:
+            async for result in results:
+                print(result.index, result.status, result.output)
+
+    Args:
+        task: what every agent does.
+        inputs: one value per agent (mappings fill the template's placeholders); consumed
+            lazily.
+        backend: a backend URL (``sim://``, ``vllm://host:port``...), a ``Backend`` or a model
+            client. Not needed when ``driver`` is given.
+        model: the model name.
+        max_inflight: inference slots (model requests in flight at once).
+        driver: an open driver to use instead of opening one (its tools must include the
+            task's).
+        warm: warm the shared prefix before the fan-out: ``"off"``, ``"request"`` (one
+            one-token request) or ``"slots"`` (llama-server: that request's slot copied into
+            every slot). ``None``: the strategy of the driver's backend
+            (``backend(warm_up=...)``; off for hosted APIs and model clients), whether the
+            driver is opened here or given; ``True``: that strategy, at least ``"request"``;
+            ``False``: off. A warm-up request that fails for good raises
+            :class:`~agentcore.BackendUnavailable` before any agent runs.
+        batch_id: the prefix of run and session ids (default: a fresh random id).
+        timeout: seconds each agent may take.
+        max_active: agents in progress at once (bounds memory for huge batches).
+        budget: usage limits of the whole batch (:class:`~agentcore.UsageLimits`; the
+            per-agent limits are ``Task.limits``). Once one has no room, no further agent
+            starts; each remaining input reports ``failed`` with
+            ``AbortKind.BUDGET_EXHAUSTED``.
+        on_budget: ``"finish"`` lets the agents already going end on their own;
+            ``"cancel"`` ends them at once with the budget as their reason.
+        deps: any object, handed to tools that take a :class:`~agentcore.RunContext`
+            (``ctx.deps``), with the run's index and input.
+        steps: receives every agent's step events (``Driver.stream``; docs/watching.md).
+        **driver_options: passed to :func:`agentcore.open_driver`; ``slot_policy`` defaults to
+            ``"priority"`` here (near-done agents first: earlier results, same wall time).
+
+    Yields:
+        A :class:`BatchStream`. Leaving the block early cancels what is still running.
+
+    Raises:
+        ConfigError: ``driver`` lacks some of the task's tools, or options conflict.
+        BackendUnavailable: the warm-up request failed for good (no agent was run).
+    """
+    batch_id = batch_id or new_batch_id()
+    indices: list[int] = []
+    early: deque[Result[Any]] = deque()
+    if task.fallback:
+        if driver is not None:
+            raise ConfigError(
+                "the task has fallbacks, but an open driver= was given: give the fallbacks "
+                "to open_driver"
+            )
+        if "fallback" not in driver_options:
+            driver_options = {**driver_options, "fallback": task.fallback}
+    async with AsyncExitStack() as stack:
+        opened, warm_up = await stack.enter_async_context(
+            _driver_for(
+                task.tools,
+                driver=driver,
+                backend=backend,
+                model=model,
+                max_inflight=max_inflight,
+                warm=warm,
+                driver_options=driver_options,
+            )
+        )
+        report = None
+        if warm_up != "off":
+            report = await warm_up_cache(opened, task, batch_id=batch_id, strategy=warm_up)
+        described: dict[int, tuple[int, Any]] = {}
+        loops = _loops(task, inputs, batch_id, indices, early, None, described)
+        group = opened._group(
+            steps=steps, deps=deps, describe=described.pop, budget=budget, on_budget=on_budget
+        )
+        results = await stack.enter_async_context(opened._stream(loops, timeout, max_active, group))
+        BATCH.info("batch %s (%s) started", batch_id, task.name, extra={"batch_id": batch_id})
+        yield BatchStream[T](results, indices, early, report)
+        stats = opened.statistics()
+        BATCH.info(
+            "batch %s (%s) ended: %d ok, %d failed, %d cancelled",
+            batch_id,
+            task.name,
+            stats.runs_ok,
+            stats.runs_failed + len(early),
+            stats.runs_cancelled,
+            extra={"batch_id": batch_id},
+        )
+
+
+async def run_batch(
+    task: Task[T],
+    inputs: Iterable[object],
+    *,
+    backend: str | Backend | ModelClient | None = None,
+    model: str = "",
+    max_inflight: int = 32,
+    on_result: Callable[[Result[T]], None] | None = None,
+    **options: Any,
+) -> list[Result[T]]:
+    """Run ``task`` over ``inputs`` and return one :class:`~agentcore.Result` per input, in
+    input order. Takes the same options as :func:`open_batch`.
+
+    Args:
+        on_result: called with each result as it completes (for progress reporting).
+    """
+    collected: list[Result[T]] = []
+    async with open_batch(
+        task, inputs, backend=backend, model=model, max_inflight=max_inflight, **options
+    ) as results:
+        async for result in results:
+            collected.append(result)
+            if on_result is not None:
+                on_result(result)
+    collected.sort(key=lambda r: r.index)
+    return collected
+
+
+class MapReduceResult(NamedTuple, Generic[P, M, R]):
+    """The three stages of :func:`map_reduce`. Unpacks as ``plan, answers, summary``.
+
+    ``MapReduceResult[P, M, R]`` holds the results of a ``Task[P]`` plan, ``Task[M]`` map
+    agents and a ``Task[R]`` reducer; unpacked, each name keeps its own type.
+    """
+
+    plan: Result[P]
+    answers: tuple[Result[M], ...]
+    """One result per planned item, in plan order (failed ones included)."""
+    summary: Result[R] | None
+    """The reduce agent's result; ``None`` when the plan failed."""
+
+
+def _default_items(output: Any) -> list[Any]:
+    """The items of a plan output: itself if it is a list, else its first list-valued field."""
+    if isinstance(output, list | tuple):
+        return list(output)
+    if attrs.has(type(output)):
+        for field in attrs.fields(type(output)):
+            value = getattr(output, field.name)
+            if isinstance(value, list | tuple):
+                return list(value)
+    raise ConfigError(
+        f"cannot find the items of a plan output of type {type(output).__name__}: "
+        "give map_reduce an items= function"
+    )
+
+
+_UNSTRUCTURE = cattrs.Converter()
+# Pydantic models unstructure through their own ``model_dump`` (pydantic is never imported).
+_UNSTRUCTURE.register_unstructure_hook_func(
+    is_pydantic_model, lambda model: model.model_dump(mode="json")
+)
+
+
+def _as_json_value(value: Any) -> Any:
+    return _UNSTRUCTURE.unstructure(value)
+
+
+async def map_reduce(
+    *,
+    plan: Task[P],
+    map: Task[M],
+    reduce: Task[R],
+    input: object,
+    items: Callable[[P], Iterable[object]] | None = None,
+    backend: str | Backend | ModelClient | None = None,
+    model: str = "",
+    max_inflight: int = 32,
+    driver: Driver | None = None,
+    warm: bool | str | None = None,
+    batch_id: str | None = None,
+    timeout: float | None = None,
+    deps: Any = None,
+    **driver_options: Any,
+) -> MapReduceResult[P, M, R]:
+    """Plan, then map over the plan's items, then reduce the answers.
+
+    - ``plan`` runs once on ``input``; its output lists the items (``items(output)``, by
+      default the output itself when it is a list, else its first list-valued field).
+    - ``map`` runs once per item (an item that is a mapping fills the template's
+      placeholders, anything else fills ``{input}``); map agents carry the plan's session id
+      as their parent session.
+    - ``reduce`` runs once with ``{input}`` (the original input), ``{answers}`` (the JSON
+      list of successful map outputs) and ``{failed}`` (how many items failed).
+
+    A failed item never fails the whole: the reducer sees the answers that exist.
+
+    Returns:
+        ``MapReduceResult(plan, answers, summary)``; unpack it as a tuple.
+    """
+    batch_id = batch_id or new_batch_id()
+    tools: dict[str, Tool[..., Any]] = {}
+    for stage in (plan, map, reduce):
+        for t in stage.tools:
+            tools.setdefault(t.spec.name, t)
+    async with _driver_for(
+        list(tools.values()),
+        driver=driver,
+        backend=backend,
+        model=model,
+        max_inflight=max_inflight,
+        warm=warm,
+        driver_options=driver_options,
+    ) as (opened, warm_up):
+        plan_results = await run_batch(
+            plan,
+            [input],
+            driver=opened,
+            warm=False,
+            batch_id=f"{batch_id}p",
+            timeout=timeout,
+            deps=deps,
+        )
+        plan_result = plan_results[0]
+        if plan_result.status != "ok":
+            return MapReduceResult(plan_result, (), None)
+        split: Callable[[P], Iterable[object]] = items or _default_items
+        planned = list(split(cast("P", plan_result.output)))
+        indices: list[int] = []
+        early: deque[Result[Any]] = deque()
+        if warm_up != "off":
+            await warm_up_cache(opened, map, batch_id=f"{batch_id}m", strategy=warm_up)
+        answers: list[Result[M]] = []
+        described: dict[int, tuple[int, Any]] = {}
+        planner = job_run_id(f"{batch_id}p", 0)
+        loops = _loops(map, planned, f"{batch_id}m", indices, early, planner, described)
+        group = Group(deps=deps, describe=described.pop)
+        async with opened._stream(loops, timeout, None, group) as stream:
+            async for result in BatchStream[M](stream, indices, early):
+                answers.append(result)
+        answers.sort(key=lambda r: r.index)
+        ok = [_as_json_value(r.output) for r in answers if r.status == "ok"]
+        reduce_input = {
+            "input": input,
+            "answers": orjson.dumps(ok, option=orjson.OPT_INDENT_2).decode(),
+            "failed": sum(r.status != "ok" for r in answers),
+        }
+        reduced = await run_batch(
+            reduce,
+            [reduce_input],
+            driver=opened,
+            warm=False,
+            batch_id=f"{batch_id}r",
+            timeout=timeout,
+            deps=deps,
+        )
+        return MapReduceResult(plan_result, tuple(answers), reduced[0])

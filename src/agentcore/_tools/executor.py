@@ -1,0 +1,714 @@
+"""The trio tool executor: runs ``CallTool`` effects and answers ``ToolReturned``/``ToolFailed``.
+
+Theory of operation
+-------------------
+One executor serves every agent of a driver. ``call(effect)`` goes through these steps:
+
+1. *Lookup and validation.* An unknown tool name, or arguments the tool's validator rejects,
+   become ``ToolFailed`` at once (``unknown_tool`` / ``invalid_arguments``). Arguments are
+   validated here even if the loop validated them already: a ``CallTool`` may come from a
+   deserialised effect, and model-supplied input is untrusted wherever it comes from.
+2. *Cache* (tools declared ``cache=True`` only). A successful result stored for the same key
+   and not yet expired (``ttl``, in trio time) answers the call without running anything.
+   Failures are never cached. The cache holds at most ``cache_size`` results over all tools;
+   past it the least recently used one is dropped.
+3. *Coalescing* (tools declared ``coalesce=True`` or ``cache=True`` only: a tool with side
+   effects must run once per call). A tool's :class:`~agentcore.RunContext` parameter is no
+   argument: it is not part of the key, and a shared execution sees the context of the call
+   that started it. The key is the tool name plus the
+   canonical JSON of the validated arguments. The pure :class:`SingleflightTable` decides
+   whether this call *leads* (it runs the one shared execution, in its own task: a lone call
+   costs no task and no task switch of its own) or *joins* an execution already in flight
+   (it parks until the leader hands it the outcome). Every waiter gets the same result or the
+   same error. When the execution ends the key is forgotten: coalescing shares work that is in
+   the air, it never replays old results (that is what step 2 is for, and only where
+   declared). A waiter that is cancelled leaves the flight. When the *leader* is cancelled,
+   its execution stops with it; if others still wait, the first of them (in join order) takes
+   over and runs the call again in its own task, so they still get one shared outcome (the
+   tool may then have started twice for them). With ``coalesce=False`` the execution runs in
+   the caller's own task, once per call.
+4. *Limits*, per execution and in this order: the tool's ``max_concurrency`` slot (a
+   ``trio.CapacityLimiter``, FIFO), then a token from its rate limiter (a token bucket in trio
+   time, FIFO), then the ``timeout`` clock starts. Time spent queueing for a slot or a token
+   does not count against the timeout.
+5. *Running.* ``async def`` tools run in the execution's task. Plain functions run in a
+   worker thread (``trio.to_thread.run_sync``) bounded by one limiter shared by all sync
+   tools (``thread_limit``). A thread cannot be killed, so each thread is owned by a small
+   *keeper* task in the executor's nursery that waits for it uninterruptibly. When a sync
+   tool's caller gives up (timeout, or its last waiter was cancelled) the caller gets its
+   answer at once, the keeper is cancelled (a thread not yet started is then never started;
+   a running thread sees the cancellation through ``trio.from_thread.check_cancelled()`` if
+   it cares to look), and the thread's eventual result is dropped. The thread keeps its slot
+   of the thread limiter until it returns, so hung threads cannot pile up beyond
+   ``thread_limit``, and closing the executor waits for every thread it started: no thread
+   outlives the ``async with`` block. ``statistics()`` reports running and abandoned threads.
+6. *Outcome.* A return value becomes text (:func:`encode_result`); an ``Exception`` becomes
+   ``ToolError(type(exc).__name__, str(exc))``; a timeout becomes ``ToolError("timeout", ...)``.
+   ``BaseException`` (``trio.Cancelled``, ``KeyboardInterrupt``) is never caught, and a failing
+   tool never disturbs other executions or the executor.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import types
+import typing
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any, final
+
+import attrs
+import cattrs
+import trio
+
+from .._core.errors import ConfigError
+from .._core.events import CallTool, ToolError, ToolFailed, ToolReturned
+from .._core.schema import ValidationFailed
+from .._core.singleflight import SingleflightTable, tool_key
+from .._observe.log import TOOLS
+from .._observe.observer import Observer
+from .context import RunContext
+from .spec import Tool, encode_result
+
+__all__ = [
+    "ToolExecutor",
+    "ToolExecutorStatistics",
+    "ToolStatistics",
+    "open_tool_executor",
+]
+
+DEFAULT_THREAD_LIMIT = 16
+# Sync tools are usually I/O-bound wrappers (HTTP clients, subprocesses, file reads); 16
+# threads overlap plenty of such waits while keeping memory and GIL contention modest. It is
+# the cap for *all* sync tools together; per-tool caps are max_concurrency.
+
+DEFAULT_CACHE_SIZE = 10_000
+"""Cached tool results kept at most, over all tools (the least recently used goes first)."""
+
+_Outcome = str | ToolError
+"""Text for the model on success, a ``ToolError`` otherwise."""
+
+# Turns validated arguments (attrs instances, enums, tuples) back into JSON values, so calls
+# that differ only in spelling (an omitted default, key order) share one key.
+_KEYS = cattrs.Converter()
+
+_SCALARS = (str, int, bool)
+
+_NO_RUN: RunContext[Any] = RunContext(index=0, run_id="", session_id="", input=None, deps=None)
+"""The context of a call made on the executor directly, outside any run."""
+
+
+def _keyed_by_value(tool: Tool[..., Any]) -> bool:
+    """Whether the validated arguments of ``tool`` can be their own coalescing key.
+
+    True when every parameter is a ``str``, ``int`` or ``bool``, optionally ``| None``, with a
+    default of that exact type (or none). The validator produces values of exactly the
+    declared type (it rejects ``True`` for an ``int`` and converts nothing), and for such
+    values Python equality is JSON equality, so two argument instances are equal exactly
+    when their canonical JSON texts are: the instance is a key with the same meaning, without
+    encoding anything.
+    """
+    for field in attrs.fields(tool.arguments_type):
+        kind = field.type
+        allowed: tuple[type, ...]
+        if kind in _SCALARS:
+            allowed = (kind,)
+        else:
+            members = typing.get_args(kind)
+            if (
+                typing.get_origin(kind) not in (typing.Union, types.UnionType)
+                or len(members) != 2
+                or type(None) not in members
+            ):
+                return False
+            (kind,) = (m for m in members if m is not type(None))
+            if kind not in _SCALARS:
+                return False
+            allowed = (kind, type(None))
+        default = field.default
+        if default is not attrs.NOTHING and type(default) not in allowed:
+            return False  # a Factory, or a default of another type than the annotation
+    return True
+
+
+@attrs.frozen
+class ToolStatistics:
+    """Counters of one tool since the executor opened."""
+
+    requests: int
+    """Calls received (including invalid ones)."""
+    invalid_arguments: int
+    """Calls rejected by the validator."""
+    executions: int
+    """Times the function actually started."""
+    coalesced: int
+    """Calls that joined an execution already in flight instead of starting one."""
+    cache_hits: int
+    """Calls answered from the result cache."""
+    failures: int
+    """Executions that raised or timed out (counted once, however many waiters shared them)."""
+    timeouts: int
+    """Executions that timed out (also counted in ``failures``)."""
+    execution_time: float
+    """Total seconds (trio time) of executions, from start to end or abandonment."""
+    running: int
+    """Executions running now."""
+
+
+@attrs.frozen
+class ToolExecutorStatistics:
+    """A snapshot of a :class:`ToolExecutor`."""
+
+    tools: Mapping[str, ToolStatistics] = attrs.field(hash=False)
+    """Per-tool counters, by tool name."""
+    requests: int
+    """Calls received, for all tools (unknown tools included)."""
+    executions: int
+    """Executions started, for all tools."""
+    unknown_tool: int
+    """Calls naming no registered tool."""
+    dedup_ratio: float
+    """Share of valid calls answered without an execution of their own (coalesced or cache
+    hit), between 0 and 1; 0 when there were none."""
+    flights: int
+    """Shared (coalesced) executions in flight now."""
+    cached_results: int
+    """Results held in the cache now (some may have expired and not been swept yet)."""
+    threads_running: int
+    """Worker threads running a sync tool now."""
+    threads_abandoned: int
+    """Threads still running whose caller already gave up (timeout or cancellation)."""
+
+
+@attrs.define
+class _Counters:
+    requests: int = 0
+    invalid_arguments: int = 0
+    executions: int = 0
+    coalesced: int = 0
+    cache_hits: int = 0
+    failures: int = 0
+    timeouts: int = 0
+    execution_time: float = 0.0
+    running: int = 0
+
+    def freeze(self) -> ToolStatistics:
+        return ToolStatistics(**attrs.asdict(self))
+
+
+@attrs.define
+class _TokenBucket:
+    """Token-bucket arithmetic; time is passed in (seconds, trio clock)."""
+
+    rate: float
+    burst: int
+    tokens: float = attrs.field(init=False)
+    stamp: float | None = attrs.field(default=None, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.tokens = float(self.burst)
+
+    def _refill(self, now: float) -> None:
+        if self.stamp is not None:
+            self.tokens = min(float(self.burst), self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+
+    def delay(self, now: float) -> float:
+        """Seconds until a token is available (0 if one is available now)."""
+        self._refill(now)
+        # The tolerance absorbs float rounding after sleeping exactly the computed delay.
+        missing = 1.0 - self.tokens
+        return 0.0 if missing <= 1e-9 else missing / self.rate
+
+    def take(self, now: float) -> None:
+        self._refill(now)
+        self.tokens -= 1.0
+
+
+@attrs.define(eq=False)
+class _RateLimiter:
+    bucket: _TokenBucket
+    lock: trio.Lock = attrs.field(factory=trio.Lock)
+
+    async def acquire(self) -> None:
+        # The lock queues callers FIFO; a caller cancelled while waiting takes no token.
+        async with self.lock:
+            while (delay := self.bucket.delay(trio.current_time())) > 0:
+                await trio.sleep(delay)
+            self.bucket.take(trio.current_time())
+
+
+_CANCELLED = ToolError("cancelled", "the call was cancelled")
+
+
+class _Flight:
+    """One shared execution, run by its *leader* task. The other waiters are the tasks the
+    singleflight table lists for ``key``; each is parked until the leader hands it the outcome,
+    or the lead (when the leader was cancelled)."""
+
+    __slots__ = ("leader", "outcome", "token")
+
+    def __init__(self, leader: trio.lowlevel.Task) -> None:
+        self.leader = leader
+        self.outcome: _Outcome | None = None
+        self.token: Any = None
+        """The observer's handle on this execution, if anyone observes."""
+
+
+@attrs.define(eq=False)
+class _ThreadCall:
+    """One sync tool call and the keeper task that owns its worker thread."""
+
+    function: Callable[[], Any]
+    scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    done: trio.Event = attrs.field(factory=trio.Event)
+    value: Any = None
+    error: Exception | None = None
+    abandoned: bool = False
+
+
+@attrs.frozen
+class _CacheEntry:
+    content: str
+    expires: float  # trio time; math.inf for no ttl
+
+
+def _reply(call_id: str, outcome: _Outcome) -> ToolReturned | ToolFailed:
+    if isinstance(outcome, ToolError):
+        return ToolFailed(call_id, outcome)
+    return ToolReturned(call_id, outcome)
+
+
+@final
+class ToolExecutor:
+    """Runs tool calls with coalescing, caching and limits; see the module's theory of operation.
+
+    Create it with :func:`open_tool_executor`. Every method must be called from the trio
+    thread, by any task.
+    """
+
+    def __init__(
+        self,
+        tools: Mapping[str, Tool[..., Any]],
+        nursery: trio.Nursery,
+        thread_limit: int,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+    ) -> None:
+        by_name = dict(tools)
+        self._tools = by_name
+        self._nursery = nursery
+        self._closed = False
+        self._thread_limiter = trio.CapacityLimiter(thread_limit)
+        self._threads_abandoned = 0
+        self._unknown_tool = 0
+        self._table: SingleflightTable[trio.lowlevel.Task] = SingleflightTable()
+        self._flights: dict[Hashable, _Flight] = {}
+        self._cache: dict[Hashable, _CacheEntry] = {}
+        self._sweep_at = 64
+        self._cache_size = cache_size
+        self._counters = {name: _Counters() for name in by_name}
+        self.observer: Observer | None = None
+        """Told about each execution and the calls that share it (``None``: nobody listens)."""
+        self._value_keyed = {name for name, t in by_name.items() if _keyed_by_value(t)}
+        self._limiters = {
+            name: trio.CapacityLimiter(t.options.max_concurrency)
+            for name, t in by_name.items()
+            if t.options.max_concurrency is not None
+        }
+        self._rates = {
+            name: _RateLimiter(_TokenBucket(t.options.rate, t.options.burst or 1))
+            for name, t in by_name.items()
+            if t.options.rate is not None
+        }
+
+    @property
+    def tools(self) -> Mapping[str, Tool[..., Any]]:
+        """The registered tools, by name."""
+        return types.MappingProxyType(self._tools)
+
+    async def call(
+        self,
+        effect: CallTool,
+        context: Callable[[], RunContext[Any]] | None = None,
+        shared: list[str] | None = None,
+    ) -> ToolReturned | ToolFailed:
+        """Run one tool call and report its outcome for ``effect.call_id``.
+
+        Never raises for anything the tool or the model did: unknown tools, invalid
+        arguments, exceptions and timeouts come back as :class:`~agentcore.core.ToolFailed`.
+
+        Args:
+            effect: the call; ``arguments`` are validated again against the tool's schema.
+            context: builds the calling run's :class:`~agentcore.RunContext`, called only
+                for a tool that takes one (default: a context with index 0, empty ids and
+                no input or deps).
+            shared: if given, ``"cached"`` or ``"coalesced"`` is appended to it when the
+                outcome was not the call's own execution.
+
+        Returns:
+            ``ToolReturned`` with the result text, or ``ToolFailed`` with a ``ToolError``
+            whose ``type`` is ``"unknown_tool"``, ``"invalid_arguments"``, ``"timeout"`` or
+            the name of the exception the tool raised.
+
+        Raises:
+            trio.ClosedResourceError: the executor is closed.
+            trio.Cancelled: the calling task was cancelled (if it was running a shared
+                execution and other callers still wait for it, the first of them runs it
+                again).
+        """
+        if self._closed:
+            raise trio.ClosedResourceError("the tool executor is closed")
+        tool = self._tools.get(effect.name)
+        if tool is None:
+            self._unknown_tool += 1
+            await trio.lowlevel.checkpoint()
+            known = ", ".join(sorted(self._tools)) or "none"
+            return ToolFailed(
+                effect.call_id,
+                ToolError("unknown_tool", f"unknown tool {effect.name!r}; available: {known}"),
+            )
+        counters = self._counters[tool.name]
+        counters.requests += 1
+        raw = effect.arguments
+        if type(raw) is not dict and isinstance(raw, Mapping):
+            raw = dict(raw)
+        try:
+            arguments = tool.spec.validator(raw)
+        except Exception as exc:  # any validator failure means: the model sent bad arguments
+            counters.invalid_arguments += 1
+            message = exc.message if isinstance(exc, ValidationFailed) else str(exc)
+            await trio.lowlevel.checkpoint()
+            return ToolFailed(effect.call_id, ToolError("invalid_arguments", message))
+        run_context: RunContext[Any] | None = None
+        if tool.takes_context:
+            run_context = _NO_RUN if context is None else context()
+        key: Hashable | None
+        if not tool.options.coalesce:
+            key = None
+        elif tool.name in self._value_keyed:
+            key = (tool.name, arguments)
+        else:
+            key = self._key(tool, raw, arguments)
+        if key is None:
+            if self.observer is not None:
+                return _reply(effect.call_id, await self._observed(tool, arguments, run_context))
+            return _reply(effect.call_id, await self._execute(tool, arguments, run_context))
+        if tool.options.cache:
+            content = self._cached(key)
+            if content is not None:
+                counters.cache_hits += 1
+                if shared is not None:
+                    shared.append("cached")
+                await trio.lowlevel.checkpoint()
+                return ToolReturned(effect.call_id, content)
+        return _reply(
+            effect.call_id,
+            await self._wait_for_flight(tool, key, arguments, run_context, shared),
+        )
+
+    def statistics(self) -> ToolExecutorStatistics:
+        """A frozen snapshot of the executor's counters."""
+        tools = {name: c.freeze() for name, c in self._counters.items()}
+        valid = sum(s.requests - s.invalid_arguments for s in tools.values())
+        shared = sum(s.coalesced + s.cache_hits for s in tools.values())
+        return ToolExecutorStatistics(
+            tools=types.MappingProxyType(tools),
+            requests=sum(s.requests for s in tools.values()) + self._unknown_tool,
+            executions=sum(s.executions for s in tools.values()),
+            unknown_tool=self._unknown_tool,
+            dedup_ratio=shared / valid if valid else 0.0,
+            flights=len(self._table),
+            cached_results=len(self._cache),
+            threads_running=self._thread_limiter.statistics().borrowed_tokens,
+            threads_abandoned=self._threads_abandoned,
+        )
+
+    # ------------------------------------------------------------------------- coalescing
+
+    @staticmethod
+    def _key(tool: Tool[..., Any], raw: Any, arguments: Any) -> Hashable | None:
+        try:
+            return tool_key(tool.name, _KEYS.unstructure(arguments))
+        except (TypeError, ValueError):
+            pass
+        try:
+            return tool_key(tool.name, raw)
+        except (TypeError, ValueError):
+            return None  # not JSON at all: such a call runs on its own
+
+    async def _wait_for_flight(
+        self,
+        tool: Tool[..., Any],
+        key: Hashable,
+        arguments: Any,
+        context: RunContext[Any] | None,
+        shared: list[str] | None = None,
+    ) -> _Outcome:
+        me = trio.lowlevel.current_task()
+        if self._table.join(key, me):
+            flight = self._flights[key] = _Flight(me)
+            if self.observer is not None:
+                # Told here, in the first caller's task, so that joiners always find it.
+                flight.token = self.observer.tool_started(tool.name, trio.current_time())
+        else:
+            flight = self._flights[key]
+            self._counters[tool.name].coalesced += 1
+            if self.observer is not None:
+                self.observer.tool_joined(flight.token, trio.current_time())
+            if shared is not None:
+                shared.append("coalesced")
+            # Park until the leader hands over the outcome, or the lead.
+
+            def abort(_: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
+                if self._table.leave(key, me):  # pragma: no cover - the leader is listed
+                    del self._flights[key]
+                return trio.lowlevel.Abort.SUCCEEDED
+
+            await trio.lowlevel.wait_task_rescheduled(abort)
+            if flight.leader is not me:
+                assert flight.outcome is not None  # set before the waiters are woken
+                return flight.outcome
+            self._counters[tool.name].coalesced -= 1  # it runs an execution of its own now
+            if shared is not None:
+                shared.remove("coalesced")
+        outcome: _Outcome | None = None
+        try:
+            outcome = await self._execute(tool, arguments, context)
+        finally:
+            if outcome is not None:
+                del self._flights[key]
+                waiters = self._table.complete(key)
+                if tool.options.cache and isinstance(outcome, str):
+                    self._store(key, outcome, tool.options.ttl)
+                flight.outcome = outcome
+                for waiter in waiters:
+                    if waiter is not me:
+                        trio.lowlevel.reschedule(waiter)
+                self._observed_end(flight, outcome, len(waiters))
+            elif self._table.leave(key, me):  # cancelled, and nobody else waits
+                del self._flights[key]
+                self._observed_end(flight, _CANCELLED, 0)
+            else:  # cancelled: the first waiter left takes the lead
+                heir = self._table.waiters(key)[0]
+                flight.leader = heir
+                trio.lowlevel.reschedule(heir)
+        return outcome
+
+    def _observed_end(self, flight: _Flight, outcome: _Outcome, calls: int) -> None:
+        if self.observer is not None and flight.token is not None:
+            error = outcome if isinstance(outcome, ToolError) else None
+            self.observer.tool_ended(flight.token, error, calls, trio.current_time())
+
+    async def _observed(
+        self, tool: Tool[..., Any], arguments: Any, context: RunContext[Any] | None
+    ) -> _Outcome:
+        """``_execute`` for a call that is not coalesced, told to the observer."""
+        assert self.observer is not None
+        token = self.observer.tool_started(tool.name, trio.current_time())
+        outcome: _Outcome = ToolError("cancelled", "the call was cancelled")
+        try:
+            outcome = await self._execute(tool, arguments, context)
+            return outcome
+        finally:
+            error = outcome if isinstance(outcome, ToolError) else None
+            self.observer.tool_ended(token, error, 1, trio.current_time())
+
+    # ------------------------------------------------------------------------- cache
+
+    def _cached(self, key: Hashable) -> str | None:
+        entry = self._cache.get(key)
+        if entry is None:
+            return None
+        del self._cache[key]
+        if trio.current_time() >= entry.expires:
+            return None
+        self._cache[key] = entry  # most recently used last
+        return entry.content
+
+    def _store(self, key: Hashable, content: str, ttl: float | None) -> None:
+        now = trio.current_time()
+        self._cache.pop(key, None)
+        self._cache[key] = _CacheEntry(content, math.inf if ttl is None else now + ttl)
+        if len(self._cache) >= self._sweep_at:
+            # Amortised sweep of expired entries: the cache may at most double between sweeps.
+            self._cache = {k: e for k, e in self._cache.items() if e.expires > now}
+            self._sweep_at = max(64, 2 * len(self._cache))
+        if len(self._cache) > self._cache_size:
+            del self._cache[next(iter(self._cache))]  # the least recently used
+
+    # ------------------------------------------------------------------------- execution
+
+    def _execute(
+        self, tool: Tool[..., Any], arguments: Any, context: RunContext[Any] | None
+    ) -> Awaitable[_Outcome]:
+        # A plain function returning the coroutine: no frame of its own for unlimited tools.
+        limiter = self._limiters.get(tool.name)
+        if limiter is None:
+            return self._start(tool, arguments, context)
+        return self._limited(limiter, tool, arguments, context)
+
+    async def _limited(
+        self,
+        limiter: trio.CapacityLimiter,
+        tool: Tool[..., Any],
+        arguments: Any,
+        context: RunContext[Any] | None,
+    ) -> _Outcome:
+        async with limiter:
+            return await self._start(tool, arguments, context)
+
+    async def _start(
+        self, tool: Tool[..., Any], arguments: Any, context: RunContext[Any] | None
+    ) -> _Outcome:
+        rate = self._rates.get(tool.name)
+        if rate is not None:
+            await rate.acquire()
+        counters = self._counters[tool.name]
+        timeout = tool.options.timeout
+        counters.executions += 1
+        counters.running += 1
+        started = trio.current_time()
+        try:
+            if timeout is None:
+                return encode_result(await self._invoke(tool, arguments, context))
+            with trio.move_on_after(timeout):
+                return encode_result(await self._invoke(tool, arguments, context))
+            counters.timeouts += 1
+            counters.failures += 1
+            TOOLS.warning(
+                "tool %s timed out after %g s",
+                tool.name,
+                timeout,
+                extra={"tool": tool.name, "error_type": "timeout"},
+            )
+            return ToolError("timeout", f"tool {tool.name!r} did not finish within {timeout:g} s")
+        except Exception as exc:  # a failing tool is reported to the model, never raised
+            counters.failures += 1
+            TOOLS.warning(
+                "tool %s raised %s: %s",
+                tool.name,
+                type(exc).__name__,
+                exc,
+                extra={"tool": tool.name, "error_type": type(exc).__name__},
+            )
+            return ToolError(type(exc).__name__, str(exc) or type(exc).__name__)
+        finally:
+            counters.running -= 1
+            elapsed = trio.current_time() - started
+            counters.execution_time += elapsed
+            if TOOLS.isEnabledFor(logging.DEBUG):
+                TOOLS.debug(
+                    "tool %s ran %.3f s",
+                    tool.name,
+                    elapsed,
+                    extra={"tool": tool.name, "duration": elapsed},
+                )
+
+    def _invoke(
+        self, tool: Tool[..., Any], arguments: Any, context: RunContext[Any] | None
+    ) -> Awaitable[Any]:
+        # A plain function returning the awaitable (rather than a coroutine awaiting it) keeps
+        # one frame fewer between the execution task and the tool's checkpoints.
+        function = tool.bind(arguments, context)
+        if tool.is_async:
+            return function()  # type: ignore[no-any-return]
+        return self._in_thread(function, tool.name)
+
+    async def _in_thread(self, function: Callable[[], Any], name: str) -> Any:
+        call = _ThreadCall(function)
+        self._nursery.start_soon(self._keep_thread, call, name, name=f"agentcore thread {name}")
+        try:
+            await call.done.wait()
+        finally:
+            if not call.done.is_set():
+                call.abandoned = True
+                self._threads_abandoned += 1
+                call.scope.cancel()
+        if call.error is not None:
+            raise call.error
+        return call.value
+
+    async def _keep_thread(self, call: _ThreadCall, name: str) -> None:
+        try:
+            with call.scope:
+                try:
+                    call.value = await trio.to_thread.run_sync(
+                        call.function,
+                        limiter=self._thread_limiter,
+                        thread_name=f"agentcore tool {name}",
+                    )
+                except Exception as exc:  # handed over to the waiting task
+                    call.error = exc
+        finally:
+            if call.abandoned:
+                self._threads_abandoned -= 1
+            call.done.set()
+
+
+def _registry(tools: Iterable[Tool[..., Any]], thread_limit: int) -> dict[str, Tool[..., Any]]:
+    by_name: dict[str, Tool[..., Any]] = {}
+    for t in tools:
+        if not isinstance(t, Tool):
+            raise ConfigError(f"expected tools made with @agentcore.tool, got {t!r}")
+        if t.name in by_name:
+            raise ConfigError(f"two tools are named {t.name!r}")
+        by_name[t.name] = t
+    if isinstance(thread_limit, bool) or not isinstance(thread_limit, int) or thread_limit < 1:
+        raise ConfigError(f"thread_limit must be a positive integer, got {thread_limit!r}")
+    return by_name
+
+
+@asynccontextmanager
+async def open_tool_executor(
+    tools: Iterable[Tool[..., Any]],
+    *,
+    thread_limit: int = DEFAULT_THREAD_LIMIT,
+    cache_size: int = DEFAULT_CACHE_SIZE,
+) -> AsyncIterator[ToolExecutor]:
+    """Open a tool executor for ``tools``.
+
+    ::
+
+        async with open_tool_executor([web_search, read_file]) as executor:
+            reply = await executor.call(CallTool("call_1", "web_search", {"query": "trio"}))
+
+    The executor owns a nursery for shared executions and worker-thread keepers. Leaving the
+    block waits for executions still running and for every worker thread it started, so no
+    task or thread outlives it (a sync tool that never returns therefore keeps the block from
+    exiting: give blocking calls their own timeouts). Calls after the block raise
+    ``trio.ClosedResourceError``.
+
+    Args:
+        tools: tools made with :func:`agentcore.tool`; names must be unique.
+        thread_limit: worker threads running sync tools at once, over all tools.
+        cache_size: results of ``cache=True`` tools kept at most, over all tools (the least
+            recently used goes first).
+
+    Yields:
+        The :class:`ToolExecutor`.
+
+    Raises:
+        ConfigError: duplicate tool names, a non-tool, or a bad ``thread_limit`` or
+            ``cache_size``.
+    """
+    registry = _registry(tools, thread_limit)
+    if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
+        raise ConfigError(f"cache_size must be a positive integer, got {cache_size!r}")
+    single: BaseException | None = None
+    try:
+        async with trio.open_nursery() as nursery:
+            executor = ToolExecutor(registry, nursery, thread_limit, cache_size)
+            try:
+                yield executor
+            finally:
+                executor._closed = True
+    except BaseExceptionGroup as group:
+        # The executor's own tasks never raise, so a group holding one exception carries the
+        # exception of the ``async with`` body: pass it on unwrapped, as if no nursery were
+        # involved.
+        if len(group.exceptions) != 1:
+            raise
+        single = group.exceptions[0]
+    if single is not None:
+        raise single

@@ -1,0 +1,324 @@
+"""Backend selection: a URL (or a ready :class:`~agentcore.wire.Backend`) to a configured backend.
+
+===============================  =========  ======================================  =========
+URL                              dialect    base URL                                transport
+===============================  =========  ======================================  =========
+``openai://``                    openai     ``https://api.openai.com/v1``           httpx
+``openai://host[:port][/path]``  openai     ``https://host[:port]/path`` (``/v1``)  httpx
+``https://host[:port][/path]``   dialect=   as given (``/v1`` when no path)         httpx
+``http://host:port[/path]``      dialect=   as given (``/v1`` when no path)         lean
+``vllm://host[:port][/path]``    vllm       ``http://host:8000/v1``                 lean
+``sglang://host[:port][/path]``  sglang     ``http://host:30000/v1``                lean
+``dynamo://host[:port][/path]``  dynamo     ``http://host:8000/v1``                 lean
+``llamacpp://host[:port][/path]``  llamacpp   ``http://host:8080/v1``                 lean
+``anthropic://``                 anthropic  ``https://api.anthropic.com``           httpx
+``sim://``                       sim        started by the driver                   lean
+===============================  =========  ======================================  =========
+
+``dialect=`` picks the dialect of a plain ``http(s)://`` URL (``openai`` by default; any
+OpenAI-compatible dialect, or ``anthropic``). The key for ``openai://`` and ``anthropic://``
+defaults to ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``.
+
+Two options configure the backend itself on every scheme: ``max_reply_bytes`` (the cap on
+one reply body, 16 MiB by default, ``None`` for none) and ``warm_up`` (how a batch warms the
+shared prefix: ``off``, ``request``, or ``slots`` for llama-server; the default is ``slots``
+for ``llamacpp://``, ``request`` for the other self-hosted servers and ``off`` for hosted APIs).
+
+API keys are read from the environment only for the vendors' own hosts, so a key meant for
+OpenAI is never sent to another server, and they are never stored in ``Backend.options``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Literal
+from urllib.parse import SplitResult, urlsplit
+
+import attrs
+
+from .._codecs.anthropic import AnthropicCodec
+from .._codecs.codec import WARM_UPS, Backend, Codec, WarmUp
+from .._codecs.dialects import DIALECTS
+from .._codecs.openai import OpenAICodec
+from .._codecs.reply_limit import DEFAULT_MAX_REPLY_BYTES, check_max_reply_bytes
+from .._core.errors import ConfigError
+from .._core.validators import check_header_value
+
+__all__ = ["backend", "is_sim"]
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+ANTHROPIC_BASE_URL = "https://api.anthropic.com"
+SIM_BASE_URL = "sim://"
+
+_SELF_HOSTED_PORTS: Mapping[str, int] = {
+    "vllm": 8000,
+    "sglang": 30000,
+    "dynamo": 8000,
+    "llamacpp": 8080,
+}
+_DEFAULT_WARM_UP: Mapping[str, WarmUp] = {"llamacpp": "slots"}
+_CLOSES_AFTER_STREAMS = frozenset({"llamacpp"})
+"""Dialects whose servers close the connection after every streamed reply (llama-server,
+while announcing keep-alive): the transport closes it itself instead of racing that close."""
+"""Per-dialect warm-up of a self-hosted server when it is not ``request``: llama-server keeps
+a prefix cache per slot, so one warm request fills one slot only (``docs/backends.md``)."""
+_BACKEND_KEYS = frozenset({"stream", "transport"})
+"""Options that configure the :class:`Backend` itself rather than its codec."""
+_SIM_KEYS = frozenset({"config"})
+"""``sim://`` options read by the driver when it starts the embedded server."""
+
+
+def backend(
+    url_or_backend: str | Backend, *, model: str, api_key: str | None = None, **options: Any
+) -> Backend:
+    """Configure a backend from a URL.
+
+    ::
+
+        agentcore.wire.backend("vllm://127.0.0.1:8000", model="Qwen/Qwen2.5-7B-Instruct")
+        agentcore.wire.backend("dynamo://127.0.0.1:8000", model="m", extra_fields=["timing"])
+        agentcore.wire.backend("http://10.0.0.5:9000/v1", model="m", dialect="sglang")
+
+    Args:
+        url_or_backend: a URL (see the table in ``docs/backends.md``) or a configured
+            :class:`Backend`, which is returned unchanged.
+        model: the model name sent in every request.
+        api_key: the API key; for ``openai://`` and ``anthropic://`` it defaults to
+            ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``.
+        **options: ``stream`` (stream replies by default), ``transport`` (``"lean"`` or
+            ``"httpx"``), ``max_reply_bytes``, ``warm_up``, ``dialect`` (for ``http(s)://``
+            URLs), and the codec's dialect options (``docs/backends.md``).
+
+    Returns:
+        The configured backend.
+
+    Raises:
+        ConfigError: unknown scheme, malformed URL, missing API key for a hosted API, or an
+            option the backend does not take.
+    """
+    if isinstance(url_or_backend, Backend):
+        if options or api_key is not None:
+            raise ConfigError("options and api_key apply to URLs, not to a configured Backend")
+        return url_or_backend
+    if not isinstance(url_or_backend, str):
+        raise ConfigError(f"backend must be a URL string or a Backend, got {url_or_backend!r}")
+    try:
+        parts = urlsplit(url_or_backend.strip())
+    except ValueError as exc:
+        raise ConfigError(f"malformed backend URL {url_or_backend!r}: {exc}") from None
+    stream = options.pop("stream", False)
+    transport = options.pop("transport", None)
+    max_reply = check_max_reply_bytes(options.pop("max_reply_bytes", DEFAULT_MAX_REPLY_BYTES))
+    warm_up = options.pop("warm_up", None)
+    if warm_up is not None and warm_up not in WARM_UPS:
+        raise ConfigError(f"warm_up must be one of {list(WARM_UPS)}, got {warm_up!r}")
+    given = dict(options)
+    if not isinstance(stream, bool):
+        raise ConfigError(f"stream must be True or False, got {stream!r}")
+    if api_key is not None:
+        check_header_value("the API key (api_key=)", api_key, secret=True)
+    if transport not in (None, "lean", "httpx"):
+        raise ConfigError(f"transport must be 'lean' or 'httpx', got {transport!r}")
+    if stream:
+        given["stream"] = stream
+    if transport is not None:
+        given["transport"] = transport
+    if max_reply != DEFAULT_MAX_REPLY_BYTES:
+        given["max_reply_bytes"] = max_reply
+    if warm_up is not None:
+        given["warm_up"] = warm_up
+    configured = _configure(url_or_backend, parts, model, api_key, stream, transport, options,
+                            given)  # fmt: skip
+    if configured.self_hosted:
+        default: WarmUp = _DEFAULT_WARM_UP.get(configured.name, "request")
+    else:
+        default = "off"
+    return attrs.evolve(
+        configured,
+        max_reply_bytes=max_reply,
+        warm_up=default if warm_up is None else warm_up,
+        reuse_streams=configured.name not in _CLOSES_AFTER_STREAMS,
+    )
+
+
+def _configure(  # noqa: PLR0917 - private, one caller
+    url_or_backend: str,
+    parts: SplitResult,
+    model: str,
+    api_key: str | None,
+    stream: bool,
+    transport: Literal["lean", "httpx"] | None,
+    options: dict[str, Any],
+    given: dict[str, Any],
+) -> Backend:
+    scheme = parts.scheme.lower()
+
+    if scheme == "sim":
+        codec_options = {k: v for k, v in options.items() if k not in _SIM_KEYS}
+        _no_dialect(codec_options, "sim")
+        codec: Codec = _openai_codec(SIM_BASE_URL, model, api_key, "sim", codec_options)
+        return Backend("sim", SIM_BASE_URL, codec, transport or "lean", True, stream, given)
+    _check_url(url_or_backend, parts)
+    if scheme == "bedrock":
+        return _bedrock_backend(parts, model, api_key, options, transport, stream, given)
+    if scheme in _SELF_HOSTED_PORTS:
+        if not parts.hostname:
+            raise ConfigError(f"{scheme}:// needs a host, e.g. {scheme}://127.0.0.1:8000")
+        _no_dialect(options, scheme)
+        base = _base_url("http", parts, _SELF_HOSTED_PORTS[scheme])
+        codec = _openai_codec(base, model, api_key, scheme, options)
+        return Backend(scheme, base, codec, transport or "lean", True, stream, given)
+    if scheme == "openai":
+        _no_dialect(options, "openai")
+        if parts.hostname:
+            base = _base_url("https", parts, None)
+        else:
+            base = OPENAI_BASE_URL
+            api_key = _key(api_key, "OPENAI_API_KEY", "openai://")
+            options.setdefault("max_tokens_field", "max_completion_tokens")
+        codec = _openai_codec(base, model, api_key, "openai", options)
+        return Backend("openai", base, codec, transport or "httpx", False, stream, given)
+    if scheme == "anthropic":
+        _no_dialect(options, "anthropic")
+        if parts.hostname:
+            base = _base_url("https", parts, None, default_path="")
+        else:
+            base = ANTHROPIC_BASE_URL
+            api_key = _key(api_key, "ANTHROPIC_API_KEY", "anthropic://")
+        codec = _anthropic_codec(base, model, api_key, options)
+        return Backend("anthropic", base, codec, transport or "httpx", False, stream, given)
+    if scheme in ("http", "https"):
+        if not parts.hostname:
+            raise ConfigError(f"backend URL {url_or_backend!r} has no host")
+        dialect = options.pop("dialect", "openai")
+        plain = scheme == "http"
+        kind: Literal["lean", "httpx"] = transport or ("lean" if plain else "httpx")
+        if dialect == "anthropic":
+            base = _base_url(scheme, parts, None, default_path="")
+            codec = _anthropic_codec(base, model, api_key, options)
+        else:
+            if dialect not in DIALECTS:
+                raise ConfigError(
+                    f"unknown dialect {dialect!r}; expected one of {[*DIALECTS, 'anthropic']}"
+                )
+            base = _base_url(scheme, parts, None)
+            if dialect == "openai":
+                # An OpenAI-compatible server that is not OpenAI (vLLM, SGLang, llama-server
+                # behind a plain URL) applies a schema as a grammar over the whole reply, which
+                # forbids tool calls: send it only where no tools are offered.
+                options.setdefault("response_format", "without_tools")
+            codec = _openai_codec(base, model, api_key, dialect, options)
+        return Backend(dialect, base, codec, kind, plain, stream, given)
+    raise ConfigError(
+        f"unknown backend scheme {parts.scheme!r} in {url_or_backend!r}; use openai://, "
+        "anthropic://, bedrock://, vllm://, sglang://, dynamo://, llamacpp://, sim://, http:// "
+        "or https://"
+    )
+
+
+def _scheme(url: str) -> str:
+    try:
+        return urlsplit(url.strip()).scheme.lower()
+    except ValueError:
+        return ""
+
+
+def is_sim(target: object) -> bool:
+    """Whether ``target`` names the embedded simulator (a ``sim://`` URL), without building it."""
+    return isinstance(target, str) and _scheme(target) == "sim"
+
+
+_BEDROCK_OPTIONS = frozenset({"endpoint_url", "profile", "cache_prompt", "max_tokens"})
+
+
+def _bedrock_backend(  # noqa: PLR0917 - private, one call site
+    parts: SplitResult,
+    model: str,
+    api_key: str | None,
+    options: dict[str, Any],
+    transport: Literal["lean", "httpx"] | None,
+    stream: bool,
+    given: dict[str, Any],
+) -> Backend:
+    """``bedrock://REGION``: the Converse API, signed with the AWS credentials chain."""
+    region = parts.hostname or ""
+    if not region or parts.port is not None or parts.path not in ("", "/"):
+        raise ConfigError("bedrock:// URLs name a region only, e.g. bedrock://us-east-1")
+    if api_key is not None:
+        raise ConfigError("bedrock:// signs with AWS credentials; it takes no api_key")
+    unknown = set(options) - _BEDROCK_OPTIONS
+    if unknown:
+        raise ConfigError(
+            f"unknown bedrock:// options {sorted(unknown)}; expected {sorted(_BEDROCK_OPTIONS)}"
+        )
+    from .._codecs.bedrock import BedrockCodec  # noqa: PLC0415 - optional extra, loaded on use
+    from .sigv4 import BedrockSigner  # noqa: PLC0415
+
+    signer = BedrockSigner(region, profile=options.get("profile"))
+    codec = BedrockCodec(
+        region,
+        model,
+        signer,
+        endpoint_url=options.get("endpoint_url"),
+        cache_prompt=bool(options.get("cache_prompt", False)),
+        max_tokens=options.get("max_tokens"),
+    )
+    return Backend("bedrock", codec.endpoint_url, codec, transport or "httpx", False, stream, given)
+
+
+def _check_url(url: str, parts: SplitResult) -> None:
+    if parts.query or parts.fragment:
+        raise ConfigError(f"backend URL {url!r} must not have a query or fragment")
+    if parts.username is not None or parts.password is not None:
+        raise ConfigError(
+            "backend URL must not carry credentials; pass api_key= (or use the environment)"
+        )
+    try:
+        parts.port  # noqa: B018  (validates the port)
+    except ValueError:
+        raise ConfigError(f"backend URL {url!r} has an invalid port") from None
+
+
+def _base_url(
+    scheme: str, parts: SplitResult, default_port: int | None, default_path: str = "/v1"
+) -> str:
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    port = parts.port if parts.port is not None else default_port
+    netloc = host if port is None else f"{host}:{port}"
+    path = parts.path.rstrip("/") or default_path
+    return f"{scheme}://{netloc}{path}"
+
+
+def _key(api_key: str | None, env: str, scheme: str) -> str:
+    if api_key is not None:
+        return api_key  # checked with every other key in ``backend``
+    key = os.environ.get(env)
+    if not key:
+        raise ConfigError(f"{scheme} needs an API key: pass api_key= or set {env}")
+    check_header_value(f"the API key in ${env}", key, secret=True)
+    return key
+
+
+def _no_dialect(options: dict[str, Any], scheme: str) -> None:
+    dialect = options.pop("dialect", scheme)
+    if dialect != scheme:
+        raise ConfigError(
+            f"dialect={dialect!r} conflicts with the {scheme}:// scheme; use an http(s):// URL "
+            "to choose the dialect"
+        )
+
+
+def _openai_codec(
+    base: str, model: str, api_key: str | None, dialect: str, options: dict[str, Any]
+) -> Codec:
+    return OpenAICodec(base_url=base, model=model, api_key=api_key, dialect=dialect, **options)
+
+
+def _anthropic_codec(base: str, model: str, api_key: str | None, options: dict[str, Any]) -> Codec:
+    try:
+        return AnthropicCodec(base_url=base, model=model, api_key=api_key, **options)
+    except TypeError as exc:
+        raise ConfigError(f"invalid option for the anthropic backend: {exc}") from None

@@ -1,4 +1,4 @@
-"""The :class:`~agentcore._codecs.http.Transport` on ``httpx.AsyncClient``, for hosted APIs.
+"""The :class:`~agentcore._transports.protocol.Transport` on ``httpx.AsyncClient``, for hosted APIs.
 
 httpx brings what the lean transport leaves out (proxies from the environment, HTTP/2 when
 installed, a connection pool serving several origins). It runs under trio through anyio. Its
@@ -285,7 +285,7 @@ async def _read_capped(chunks: AsyncGenerator[bytes, None], cap: int) -> bytes:
 
 
 class HttpxTransport:
-    """A :class:`~agentcore._codecs.http.Transport` backed by one shared ``httpx.AsyncClient``.
+    """A :class:`~agentcore._transports.protocol.Transport` backed by one shared ``httpx.AsyncClient``.
 
     Args:
         max_connections: pool size (and keep-alive pool size); match the driver's

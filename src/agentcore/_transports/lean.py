@@ -1,4 +1,4 @@
-"""A lean HTTP/1.1 :class:`~agentcore._codecs.http.Transport` on h11 and trio streams.
+"""A lean HTTP/1.1 :class:`~agentcore._transports.protocol.Transport` on h11 and trio streams.
 
 Theory of operation
 -------------------

@@ -493,3 +493,45 @@ def batchagent_python() -> Path:
     if subprocess.run(check, capture_output=True, check=False).returncode != 0:
         raise RuntimeError("batch-agent was installed but does not import")
     return python
+
+
+# ---------------------------------------------------------------------------- peer frameworks
+
+PEERS = {
+    # name: (the requirement installed, the distribution whose version is checked, the module)
+    "pydantic-ai": ("pydantic-ai-slim[openai]==2.68.0", "pydantic-ai-slim", "pydantic_ai"),
+    "openai-agents": ("openai-agents==0.24.0", "openai-agents", "agents"),
+}
+
+
+def peer_python(name: str) -> Path:
+    """The interpreter of a virtual environment holding the peer framework ``name`` (a key of
+    :data:`PEERS`), made on first use with ``pip install REQUIREMENT``.
+
+    The environments live under ``$AGENTCORE_PEERS_HOME`` (default ``~/.cache/agentcore-peers``),
+    one per pinned requirement, so the peers never share packages with agentcore or each other.
+
+    Raises:
+        RuntimeError: the installation failed.
+    """
+    requirement, distribution, module = PEERS[name]
+    version = requirement.rsplit("==", 1)[1]
+    home = Path(os.environ.get("AGENTCORE_PEERS_HOME") or Path.home() / ".cache" / "agentcore-peers")
+    venv = home / f"{name}-{version}"
+    python = venv / "bin" / "python"
+    check = [str(python), "-c", f"import {module}, importlib.metadata as m; "
+             f"assert m.version({distribution!r}) == {version!r}"]  # fmt: skip
+    if python.exists() and subprocess.run(check, capture_output=True, check=False).returncode == 0:
+        return python
+    home.mkdir(parents=True, exist_ok=True)
+    steps = [
+        [sys.executable, "-m", "venv", "--clear", str(venv)],
+        [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", requirement],
+    ]
+    for step in steps:
+        done = subprocess.run(step, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"installing {requirement} failed: {done.stderr[-2000:]}")
+    if subprocess.run(check, capture_output=True, check=False).returncode != 0:
+        raise RuntimeError(f"{requirement} was installed but does not import")
+    return python

@@ -191,9 +191,8 @@ async def test_every_coalesced_waiter_gets_one_shared_outcome_even_when_the_lead
             raise ConnectionError(f"{url} unreachable")
         return f"<html>{url}</html>"
 
-    # Agent 0 asks first (shortest latency) and so leads the shared execution, in its own
-    # task; its deadline cuts it off while the execution is in flight, and agent 1 (the next
-    # to have joined) runs the call again for agents 1 to 3.
+    # Agent 0 asks first (shortest latency) and so starts the shared execution; its deadline
+    # cuts it off while the execution is in flight, and the execution goes on for agents 1 to 3.
     model = ScriptedModel(
         tool_then_answer("fetch", lambda c: {"url": "http://x"}),
         latency=lambda call: 1.0 + agent_of(call) * 0.1 if not tool_results(call) else 0.0,
@@ -212,8 +211,8 @@ async def test_every_coalesced_waiter_gets_one_shared_outcome_even_when_the_lead
                 for i in range(4):
                     nursery.start_soon(one, i)
         tools = driver.executor.statistics()
-    assert executions == 2
-    assert tools.tools["fetch"].coalesced == 2
+    assert executions == 1
+    assert tools.tools["fetch"].coalesced == 3
     assert results[0].status == "failed"
     contents = set()
     for i in (1, 2, 3):
@@ -224,6 +223,57 @@ async def test_every_coalesced_waiter_gets_one_shared_outcome_even_when_the_lead
         contents.add(message.content)
     assert len(contents) == 1
     assert ("unreachable" if fails else "<html>http://x</html>") in contents.pop()
+
+
+async def test_a_deadline_on_the_agent_that_started_a_shared_read_does_not_restart_it(
+    autojump_clock: Any,
+) -> None:
+    # 20 agents read the same thing at once through a 1 s coalesced tool; the agent whose call
+    # started the execution hits its deadline at 0.5 s. The execution goes on for the 19 others:
+    # it runs once and is never cancelled, and the first agent still ends at its own deadline.
+    executions = 0
+    cancelled = 0
+
+    @tool(coalesce=True)
+    async def lookup(q: str) -> str:
+        """Look something up.
+
+        Args:
+            q: what.
+        """
+        nonlocal executions, cancelled
+        executions += 1
+        try:
+            await trio.sleep(1.0)
+        except trio.Cancelled:
+            cancelled += 1
+            raise
+        return f"answer to {q}"
+
+    model = ScriptedModel(
+        tool_then_answer("lookup", lambda c: {"q": "same"}),
+        latency=lambda call: 0.0 if tool_results(call) else 0.001 * (1 + agent_of(call)),
+    )
+    results: dict[int, Result] = {}
+    async with open_driver(model, tools=[lookup], max_inflight=32) as driver:
+        with trio.fail_after(100):
+            async with trio.open_nursery() as nursery:
+
+                async def one(i: int) -> None:
+                    deadline = trio.current_time() + 0.5 if i == 0 else None
+                    results[i] = await driver.run(
+                        make_loop(i, [lookup]), index=i, deadline=deadline
+                    )
+
+                for i in range(20):
+                    nursery.start_soon(one, i)
+    assert (executions, cancelled) == (1, 0)
+    assert results[0].status == "failed"
+    assert results[0].timings.ended == pytest.approx(0.5)
+    for i in range(1, 20):
+        assert results[i].status == "ok"
+        second = [c for c in model.calls if agent_of(c) == i][1]
+        assert [m.content for m in tool_results(second)] == ["answer to same"]
 
 
 async def test_priority_policy_serves_the_highest_priority_waiting_first(

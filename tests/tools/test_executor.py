@@ -77,8 +77,8 @@ def reference_outcomes(
 
     Events are ordered by time: arrivals at integers, cancellations at .25, completions at .5
     or .75 (each plus the offsets of :func:`arrival_time`), so no two kinds ever coincide.
-    The first waiter of a flight leads it; when the leader is cancelled while others wait,
-    its execution is abandoned and the first remaining waiter starts a new one at once.
+    The first waiter of a flight starts its execution; a cancelled waiter (the leader too)
+    only leaves it, and the execution is abandoned only when its last waiter has left.
     Returns, per arrival index, the label ``"<key>#<n>"`` of the execution that served it
     (``None`` if the waiter was cancelled first), and the numbers of executions started and
     abandoned.
@@ -114,15 +114,10 @@ def reference_outcomes(
         elif i not in answers:
             answers[i] = None
             waiters = flights[key][2]
-            leader = waiters[0]
             waiters.remove(i)
             if not waiters:
                 del flights[key]
                 abandoned += 1
-            elif i == leader:
-                abandoned += 1
-                started[key] += 1
-                flights[key] = (time + duration, started[key], waiters)
     complete_until(math.inf)
     return answers, sum(started.values()), abandoned
 
@@ -244,18 +239,24 @@ async def test_a_lone_call_runs_in_the_callers_task() -> None:
     assert seen == [trio.lowlevel.current_task()]
 
 
-async def test_when_the_leader_is_cancelled_the_next_waiter_runs_the_call_for_the_others(
+async def test_when_the_leader_is_cancelled_the_shared_execution_goes_on_for_the_others(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     runs: list[tuple[str, float]] = []
+    cancelled: list[float] = []
 
     @tool(coalesce=True)
     async def fetch(url: str) -> str:
         runs.append((url, trio.current_time()))
-        await trio.sleep(10)
+        try:
+            await trio.sleep(10)
+        except trio.Cancelled:
+            cancelled.append(trio.current_time())
+            raise
         return f"body of {url}"
 
     results: dict[str, ToolReturned | ToolFailed] = {}
+    left_at: list[float] = []
     async with open_tool_executor([fetch]) as executor:
 
         async def wait(call_id: str) -> None:
@@ -267,6 +268,7 @@ async def test_when_the_leader_is_cancelled_the_next_waiter_runs_the_call_for_th
             async def leader_wait() -> None:
                 with leader:
                     await wait("leader")
+                left_at.append(trio.current_time())
 
             nursery.start_soon(leader_wait)
             await trio.sleep(1)
@@ -276,13 +278,15 @@ async def test_when_the_leader_is_cancelled_the_next_waiter_runs_the_call_for_th
             await trio.sleep(3)
             leader.cancel()
         stats = executor.statistics()
-    assert runs == [("u", 0.0), ("u", 5.0)]
+    assert runs == [("u", 0.0)]  # started once, never again
+    assert cancelled == []
+    assert left_at == [5.0]  # the leader left at once, at its own cancellation
     assert results == {
         "second": ToolReturned("second", "body of u"),
         "third": ToolReturned("third", "body of u"),
     }
-    assert trio.current_time() == 15.0
-    assert (stats.tools["fetch"].executions, stats.tools["fetch"].coalesced) == (2, 1)
+    assert trio.current_time() == 10.0
+    assert (stats.tools["fetch"].executions, stats.tools["fetch"].coalesced) == (1, 2)
     assert stats.flights == 0
 
 

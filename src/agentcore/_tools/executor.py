@@ -17,16 +17,17 @@ One executor serves every agent of a driver. ``call(effect)`` goes through these
    argument: it is not part of the key, and a shared execution sees the context of the call
    that started it. The key is the tool name plus the
    canonical JSON of the validated arguments. The pure :class:`SingleflightTable` decides
-   whether this call *leads* (it runs the one shared execution, in its own task: a lone call
-   costs no task and no task switch of its own) or *joins* an execution already in flight
-   (it parks until the leader hands it the outcome). Every waiter gets the same result or the
-   same error. When the execution ends the key is forgotten: coalescing shares work that is in
-   the air, it never replays old results (that is what step 2 is for, and only where
-   declared). A waiter that is cancelled leaves the flight. When the *leader* is cancelled,
-   its execution stops with it; if others still wait, the first of them (in join order) takes
-   over and runs the call again in its own task, so they still get one shared outcome (the
-   tool may then have started twice for them). With ``coalesce=False`` the execution runs in
-   the caller's own task, once per call.
+   whether this call *leads* (it starts the one shared execution, in a task of the
+   executor's nursery) or *joins* an execution already in flight. Either way the caller then
+   parks until the execution hands it the outcome: every waiter gets the same result or the
+   same error. When the execution ends the key is forgotten: coalescing shares work that is
+   in the air, it never replays old results (that is what step 2 is for, and only where
+   declared). A waiter that is cancelled (its run's deadline, its batch cancelled) leaves the
+   flight at once, the leader included; the execution goes on for the others, and it is
+   cancelled only when its last waiter is gone, so a flight starts the tool exactly once.
+   The execution's own task is the price of that (one task per shared execution, none per
+   waiter). With ``coalesce=False`` the execution runs in the caller's own task, once per
+   call.
 4. *Limits*, per execution and in this order: the tool's ``max_concurrency`` slot (a
    ``trio.CapacityLimiter``, FIFO), then a token from its rate limiter (a token bucket in trio
    time, FIFO), then the ``timeout`` clock starts. Time spent queueing for a slot or a token
@@ -243,15 +244,16 @@ _CANCELLED = ToolError("cancelled", "the call was cancelled")
 
 
 class _Flight:
-    """One shared execution, run by its *leader* task. The other waiters are the tasks the
-    singleflight table lists for ``key``; each is parked until the leader hands it the outcome,
-    or the lead (when the leader was cancelled)."""
+    """One shared execution, run in a task of the executor's nursery. Its waiters are the
+    tasks the singleflight table lists for ``key``; each is parked until the execution hands
+    it the outcome. ``abandoned``: its last waiter left, so its outcome belongs to nobody."""
 
-    __slots__ = ("leader", "outcome", "token")
+    __slots__ = ("abandoned", "outcome", "scope", "token")
 
-    def __init__(self, leader: trio.lowlevel.Task) -> None:
-        self.leader = leader
-        self.outcome: _Outcome | None = None
+    def __init__(self) -> None:
+        self.outcome: _Outcome = _CANCELLED
+        self.scope = trio.CancelScope()
+        self.abandoned = False
         self.token: Any = None
         """The observer's handle on this execution, if anyone observes."""
 
@@ -353,9 +355,8 @@ class ToolExecutor:
 
         Raises:
             trio.ClosedResourceError: the executor is closed.
-            trio.Cancelled: the calling task was cancelled (if it was running a shared
-                execution and other callers still wait for it, the first of them runs it
-                again).
+            trio.Cancelled: the calling task was cancelled (a shared execution goes on for
+                the other callers still waiting for it).
         """
         if self._closed:
             raise trio.ClosedResourceError("the tool executor is closed")
@@ -447,10 +448,11 @@ class ToolExecutor:
     ) -> _Outcome:
         me = trio.lowlevel.current_task()
         if self._table.join(key, me):
-            flight = self._flights[key] = _Flight(me)
+            flight = self._flights[key] = _Flight()
             if self.observer is not None:
                 # Told here, in the first caller's task, so that joiners always find it.
                 flight.token = self.observer.tool_started(tool.name, trio.current_time())
+            self._nursery.start_soon(self._fly, flight, key, tool, arguments, context)
         else:
             flight = self._flights[key]
             self._counters[tool.name].coalesced += 1
@@ -458,42 +460,45 @@ class ToolExecutor:
                 self.observer.tool_joined(flight.token, trio.current_time())
             if shared is not None:
                 shared.append("coalesced")
-            # Park until the leader hands over the outcome, or the lead.
 
-            def abort(_: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
-                if self._table.leave(key, me):  # pragma: no cover - the leader is listed
-                    del self._flights[key]
-                return trio.lowlevel.Abort.SUCCEEDED
+        def abort(_: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
+            if self._table.leave(key, me):  # the last waiter: nobody wants the outcome
+                del self._flights[key]
+                flight.abandoned = True
+                flight.scope.cancel()
+            return trio.lowlevel.Abort.SUCCEEDED
 
-            await trio.lowlevel.wait_task_rescheduled(abort)
-            if flight.leader is not me:
-                assert flight.outcome is not None  # set before the waiters are woken
-                return flight.outcome
-            self._counters[tool.name].coalesced -= 1  # it runs an execution of its own now
-            if shared is not None:
-                shared.remove("coalesced")
+        await trio.lowlevel.wait_task_rescheduled(abort)
+        return flight.outcome
+
+    async def _fly(
+        self,
+        flight: _Flight,
+        key: Hashable,
+        tool: Tool[..., Any],
+        arguments: Any,
+        context: RunContext[Any] | None,
+    ) -> None:
+        """Run one shared execution and hand its outcome to every waiter still there."""
         outcome: _Outcome | None = None
         try:
-            outcome = await self._execute(tool, arguments, context)
+            with flight.scope:
+                outcome = await self._execute(tool, arguments, context)
         finally:
-            if outcome is not None:
+            if flight.abandoned:  # the key is free already, maybe flying again
+                self._observed_end(flight, _CANCELLED, 0)
+            else:
+                # Finished, or the executor itself is closing: the waiters get the outcome
+                # (``cancelled`` when there is none) and the key is free again.
                 del self._flights[key]
                 waiters = self._table.complete(key)
-                if tool.options.cache and isinstance(outcome, str):
-                    self._store(key, outcome, tool.options.ttl)
-                flight.outcome = outcome
+                if outcome is not None:
+                    flight.outcome = outcome
+                    if tool.options.cache and isinstance(outcome, str):
+                        self._store(key, outcome, tool.options.ttl)
                 for waiter in waiters:
-                    if waiter is not me:
-                        trio.lowlevel.reschedule(waiter)
-                self._observed_end(flight, outcome, len(waiters))
-            elif self._table.leave(key, me):  # cancelled, and nobody else waits
-                del self._flights[key]
-                self._observed_end(flight, _CANCELLED, 0)
-            else:  # cancelled: the first waiter left takes the lead
-                heir = self._table.waiters(key)[0]
-                flight.leader = heir
-                trio.lowlevel.reschedule(heir)
-        return outcome
+                    trio.lowlevel.reschedule(waiter)
+                self._observed_end(flight, flight.outcome, len(waiters))
 
     def _observed_end(self, flight: _Flight, outcome: _Outcome, calls: int) -> None:
         if self.observer is not None and flight.token is not None:

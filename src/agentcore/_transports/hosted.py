@@ -285,7 +285,8 @@ async def _read_capped(chunks: AsyncGenerator[bytes, None], cap: int) -> bytes:
 
 
 class HttpxTransport:
-    """A :class:`~agentcore._transports.protocol.Transport` backed by one shared ``httpx.AsyncClient``.
+    """A :class:`~agentcore._transports.protocol.Transport` backed by one shared
+    ``httpx.AsyncClient``.
 
     Args:
         max_connections: pool size (and keep-alive pool size); match the driver's

@@ -34,6 +34,34 @@ async def test_the_same_server_error_twice_is_final() -> None:
     assert stats.attempts == 2
 
 
+async def test_a_flaky_server_gets_every_attempt_when_the_repeat_rule_is_off() -> None:
+    # The server answers the same 500 every time; the user asked for 30 attempts and turned
+    # the repeated-rejection rule off, so all 30 are made (zero back-off keeps it quick).
+    patient = RetryPolicy(max_attempts=30, base_delay=0.0, stop_on_repeat=False)
+    async with (
+        open_openai_server(lambda body, n: error(500, "boom")) as server,
+        open_driver(server.url, model="m", retry=patient) as driver,
+    ):
+        result = await driver.run(make_loop(0))
+        stats = driver.statistics()
+    assert result.status == "failed"
+    assert result.error is not None and result.error.error is not None
+    assert result.error.error.kind is ErrorKind.SERVER
+    assert (result.timings.attempts, stats.attempts) == (30, 30)
+
+
+async def test_a_flaky_server_ends_the_run_early_when_the_repeat_rule_is_on() -> None:
+    # The default policy keeps the rule: the second identical 500 ends the request.
+    assert RetryPolicy().stop_on_repeat
+    eager = RetryPolicy(max_attempts=30, base_delay=0.0)
+    async with (
+        open_openai_server(lambda body, n: error(500, "boom")) as server,
+        open_driver(server.url, model="m", retry=eager) as driver,
+    ):
+        result = await driver.run(make_loop(0))
+    assert (result.status, result.timings.attempts) == ("failed", 2)
+
+
 async def test_a_server_error_that_changes_is_retried_as_before() -> None:
     def respond(body: dict[str, Any], n: int) -> Reply:
         return error(500, f"worker {n} crashed") if n < 3 else completion("done")

@@ -14,7 +14,9 @@ the folder and fails on anything else). Files:
 - ``singleflight``: the pure table that coalesces identical tool calls.
 - ``slots``: the pure slot queue (FIFO/priority) and the AIMD adaptive limit.
 - ``budgets``: usage limits per run and per batch, and the pure checks against them.
-- ``retry``: the retry policy (which failures, how long to back off).
+- ``error_policy``: one row per error kind: retried, final when repeated, slows down, falls
+  over, pauses the fleet, fatal at warm-up; every layer reads it.
+- ``retry``: the retry policy (which failures, how long to back off, the repeat rule).
 - ``rejection``: the rule that ends a run whose server keeps refusing its request the same way.
 - ``fallback``: the pure policy of model fallback across backends.
 - ``ratebudget``: per-minute request and token budgets (reservations, usage corrections,

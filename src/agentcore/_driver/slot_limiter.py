@@ -26,6 +26,8 @@ import attrs
 import outcome
 import trio
 
+from .._core.error_policy import policy_of
+from .._core.events import ErrorKind
 from .._core.slots import AdaptiveLimit, SlotPolicy, SlotQueue
 
 __all__ = ["Parked", "Slot", "SlotLimiter", "SlotStatistics"]
@@ -204,7 +206,7 @@ class SlotLimiter:
         self,
         slot: Slot,
         *,
-        overloaded: bool = False,
+        failed: ErrorKind | None = None,
         succeeded: bool = False,
         now: float | None = None,
     ) -> None:
@@ -212,11 +214,13 @@ class SlotLimiter:
 
         Args:
             slot: a slot from :meth:`acquire`; releasing it twice is an error.
-            overloaded: the server signalled overload (429, 529, 503...); shrinks an adaptive
-                limit.
+            failed: why the exchange failed, if it did; a kind whose row in the error table
+                says ``slows_down`` (rate limited, overloaded) counts as an overload signal
+                and shrinks an adaptive limit.
             succeeded: the exchange succeeded; grows an adaptive limit back.
             now: the current trio time, if the caller has just read it.
         """
+        overloaded = failed is not None and policy_of(failed).slows_down
         if slot.released:
             raise RuntimeError("slot released twice")
         slot.released = True

@@ -26,10 +26,9 @@ import trio
 
 from .._codecs.codec import Delta
 from .._codecs.exchange import Exchange
-from .._core.events import CallModel, ErrorKind, ModelError, ModelFailed, ModelResponded
+from .._core.events import CallModel, ModelError, ModelFailed, ModelResponded
 from .._core.messages import Usage
 from .._core.ratebudget import Reservation
-from .._core.rejection import repeated_rejection
 from .._core.retry import RetryPolicy
 from .._observe.log import DRIVER
 from .._observe.observer import Observer
@@ -47,7 +46,6 @@ __all__ = ["ModelRequests"]
 Granted = tuple[Slot, Reservation | None]
 """A slot taken for a request's first attempt, with its rate reservation."""
 
-_OVERLOAD_KINDS = frozenset({ErrorKind.RATE_LIMITED, ErrorKind.OVERLOADED})
 _LOG = DRIVER
 
 
@@ -256,7 +254,7 @@ class ModelRequests:
             event = exchange.event
             rates.replied(call, reservation, event, exchange.rate)
             if isinstance(event, ModelFailed):
-                limiter.release(slot, overloaded=event.error.kind in _OVERLOAD_KINDS, now=now)
+                limiter.release(slot, failed=event.error.kind, now=now)
             else:
                 limiter.release(slot, succeeded=True, now=now)
             if observer is not None:
@@ -269,9 +267,6 @@ class ModelRequests:
                 run.slot_wait += slot.wait
             if isinstance(event, ModelResponded):
                 break
-            if repeated_rejection(previous, event.error):
-                break  # the same server error twice: deterministic, final
-            previous = event.error
             deadline = trio.current_effective_deadline()
             wait = self._retry.delay(
                 attempt=attempts,
@@ -279,7 +274,9 @@ class ModelRequests:
                 elapsed=now - first,
                 random=self._random,
                 remaining=None if deadline == math.inf else deadline - now,
+                previous=previous,
             )
+            previous = event.error
             if wait is None or (sink is not None and sink.delivered):
                 break
             if _LOG.isEnabledFor(logging.INFO):

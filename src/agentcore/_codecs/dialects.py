@@ -7,7 +7,8 @@ extra body fields and headers each dialect puts on the wire.
 - ``openai``: nothing extra.
 - ``vllm``: ``priority`` (lower = sooner, only with ``priority=True`` because vLLM rejects a
   non-zero priority unless started with ``--scheduling-policy priority``), ``cache_salt``,
-  and the request id in ``X-Request-Id``.
+  the request id in ``X-Request-Id``, and every tool marked ``"strict": true`` (``strict_tools``:
+  vLLM constrains a tool call's arguments to the schema only for strict tools).
 - ``sglang``: ``rid`` (the request id), ``priority`` (higher = sooner, opt-in for the same
   reason: it needs ``--enable-priority-scheduling``), ``cache_salt``.
 - ``dynamo``: ``nvext.agent_hints`` (priority, expected output length, speculative prefill...),
@@ -170,6 +171,10 @@ class OpenAIOptions:
     strict_output: bool = False
     """Value of ``json_schema.strict`` (OpenAI's strict mode refuses schemas with optional
     properties, so it is off unless asked)."""
+    strict_tools: bool = False
+    """Mark every tool ``"strict": true``: vLLM then constrains a tool call's arguments to the
+    tool's schema by guided decoding (without it only the call's envelope is constrained, and
+    a forced call may come back with arguments that are not even an object)."""
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     stream_usage: bool = True
     """Ask for the final usage chunk in streams (``stream_options.include_usage``)."""
@@ -196,6 +201,7 @@ _COMMON = frozenset(
     {
         "response_format",
         "strict_output",
+        "strict_tools",
         "max_tokens_field",
         "stream_usage",
         "extra_headers",
@@ -291,6 +297,7 @@ def make_options(dialect: str, options: Mapping[str, Any]) -> OpenAIOptions:
         "dialect": dialect,
         "response_format": mode,
         "strict_output": _bool_option(get("strict_output", False), "strict_output"),
+        "strict_tools": _bool_option(get("strict_tools", dialect == "vllm"), "strict_tools"),
         "max_tokens_field": max_tokens_field,
         "stream_usage": _bool_option(get("stream_usage", True), "stream_usage"),
         "extra_headers": _headers_option(get("extra_headers", {})),

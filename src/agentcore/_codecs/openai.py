@@ -129,7 +129,7 @@ class OpenAICodec:
         params = call.params
         body: dict[str, Any] = {"model": self.model}
         if call.tools:
-            body["tools"] = [_tool_json(tool) for tool in call.tools]
+            body["tools"] = [_tool_json(tool, opts.strict_tools) for tool in call.tools]
         body["messages"] = [_message_json(message) for message in call.messages]
         if call.tools and params.tool_choice is not None:
             body["tool_choice"] = params.tool_choice
@@ -407,11 +407,13 @@ def _message_json(message: Message) -> dict[str, Any]:
     return encode(message)
 
 
-def _tool_json(tool: ToolSpec) -> dict[str, Any]:
+def _tool_json(tool: ToolSpec, strict: bool) -> dict[str, Any]:
     function: dict[str, Any] = {"name": tool.name}
     if tool.description:
         function["description"] = tool.description
     function["parameters"] = tool.parameters
+    if strict:
+        function["strict"] = True
     return {"type": "function", "function": function}
 
 

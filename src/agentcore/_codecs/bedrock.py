@@ -40,6 +40,7 @@ from urllib.parse import quote
 
 import orjson
 
+from .._core.error_policy import policy_of
 from .._core.errors import ConfigError
 from .._core.events import CallModel, ErrorKind, ModelError, ModelFailed, ModelResponded
 from .._core.messages import (
@@ -52,7 +53,7 @@ from .._core.messages import (
     Usage,
     UserMessage,
 )
-from .classify import RETRYABLE_KINDS, protocol_error, reply_payload, truncated_stream
+from .classify import protocol_error, reply_payload, truncated_stream
 from .codec import Delta, TextDelta, ToolCallDelta
 from .common import wire_count
 from .http import Headers, HttpRequest
@@ -158,7 +159,7 @@ def _exception(kind_name: str, payload: bytes) -> ModelError:
     return ModelError(
         kind=kind,
         message=str(message or kind_name or "exception in the event stream")[:2000],
-        retryable=kind in RETRYABLE_KINDS,
+        retryable=policy_of(kind).retryable,
         code=kind_name or None,
     )
 

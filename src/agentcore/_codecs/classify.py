@@ -1,7 +1,8 @@
 """Classification of failed model requests into :class:`~agentcore.ModelError` values.
 
 This module is the one place where ``ModelError`` values are made from what happened at the
-I/O edge, so one table decides what is worth a retry. Its inputs:
+I/O edge. It decides the *kind*; whether a kind is worth a retry is its row's ``retryable`` in
+the error table (:data:`agentcore._core.error_policy.ERROR_POLICY`). Its inputs:
 
 - a transport failure (:func:`transport_failure`): every :class:`~agentcore.wire.
   TransportErrorKind` is a retryable connection or timeout error, except ``REFUSED`` (a request
@@ -33,7 +34,9 @@ Rules, in order:
 3. An overload type (``overloaded_error``) on a 429 or 5xx is ``OVERLOADED``.
 4. Otherwise the status decides: 429 rate limited, 408 timeout, 409 conflict, 503/529
    overloaded, other 5xx server error (all retryable); 400/422 bad request, 401/403 auth,
-   404 not found, 413 too large, 402 quota, any other status a protocol error (final).
+   404 not found, 413 too large, 402 quota (final); any other status a protocol error, final
+   although ``PROTOCOL`` is retryable for a garbled 2xx reply: a status outside the error
+   range (a 3xx redirect the client does not follow) comes back the same on every attempt.
 5. ``x-should-retry: true|false`` overrides the retryability decided above (the OpenAI and
    Anthropic SDKs honour the same header).
 
@@ -48,6 +51,7 @@ from typing import Any
 
 import orjson
 
+from .._core.error_policy import policy_of
 from .._core.errors import TransportError, TransportErrorKind
 from .._core.events import ErrorKind, ModelError, ModelFailed
 from .http import Headers, header
@@ -69,17 +73,6 @@ __all__ = [
 MAX_MESSAGE_CHARS = 2000
 """Error messages are cut to this length: enough for any real server message, while a
 misbehaving server that answers with a whole HTML page does not bloat transcripts."""
-
-RETRYABLE_KINDS = frozenset(
-    {
-        ErrorKind.RATE_LIMITED,
-        ErrorKind.OVERLOADED,
-        ErrorKind.SERVER,
-        ErrorKind.TIMEOUT,
-        ErrorKind.CONFLICT,
-        ErrorKind.CONNECTION,
-    }
-)
 
 _QUOTA_CODES = frozenset(
     {
@@ -182,7 +175,7 @@ def classify_status(
     """
     names = {n.lower() for n in (error_type, code) if n}
     kind = _kind_for(status, names, message)
-    retryable = kind in RETRYABLE_KINDS
+    retryable = policy_of(kind).retryable and status >= 400  # see rule 4 on other statuses
     should_retry = header(headers, "x-should-retry")
     if should_retry is not None:
         flag = should_retry.strip().lower()
@@ -252,7 +245,7 @@ def classify_stream_error(payload: Mapping[str, Any]) -> ModelError:
         kind=kind,
         message=_clip(message) or "error event in the response stream",
         status=status,
-        retryable=kind in RETRYABLE_KINDS,
+        retryable=policy_of(kind).retryable,
         code=code or error_type or None,
     )
 
@@ -263,7 +256,7 @@ def connection_error(message: str) -> ModelError:
     Args:
         message: what went wrong (shown in logs and results).
     """
-    return ModelError(kind=ErrorKind.CONNECTION, message=_clip(message), retryable=True)
+    return _made(ErrorKind.CONNECTION, _clip(message))
 
 
 def truncated_stream(message: str) -> ModelError:
@@ -272,12 +265,12 @@ def truncated_stream(message: str) -> ModelError:
     Args:
         message: what was missing.
     """
-    return ModelError(kind=ErrorKind.CONNECTION, message=_clip(message), retryable=True)
+    return _made(ErrorKind.CONNECTION, _clip(message))
 
 
 def deadline_error() -> ModelError:
     """A final failure for a request interrupted by its run's deadline."""
-    return ModelError(kind=ErrorKind.DEADLINE, message="the run's deadline passed")
+    return _made(ErrorKind.DEADLINE, "the run's deadline passed")
 
 
 def protocol_error(message: str, status: int | None = None) -> ModelError:
@@ -292,7 +285,7 @@ def protocol_error(message: str, status: int | None = None) -> ModelError:
         message: what is wrong with the reply (kept as given).
         status: the HTTP status of the reply, when there is one.
     """
-    return ModelError(kind=ErrorKind.PROTOCOL, message=message, status=status, retryable=True)
+    return _made(ErrorKind.PROTOCOL, message, status)
 
 
 def reply_payload(
@@ -325,20 +318,21 @@ def unusable_request(message: str) -> ModelError:
     Args:
         message: why the request cannot be encoded.
     """
-    return ModelError(kind=ErrorKind.BAD_REQUEST, message=_clip(message))
+    return _made(ErrorKind.BAD_REQUEST, _clip(message))
 
 
-_TRANSPORT_KINDS: Mapping[TransportErrorKind, tuple[ErrorKind, bool]] = {
-    TransportErrorKind.CONNECT: (ErrorKind.CONNECTION, True),
-    TransportErrorKind.TIMEOUT: (ErrorKind.TIMEOUT, True),
-    TransportErrorKind.READ: (ErrorKind.CONNECTION, True),
-    TransportErrorKind.WRITE: (ErrorKind.CONNECTION, True),
-    TransportErrorKind.CLOSED: (ErrorKind.CONNECTION, True),
-    TransportErrorKind.PROTOCOL: (ErrorKind.CONNECTION, True),
-    TransportErrorKind.REFUSED: (ErrorKind.BAD_REQUEST, False),
-    TransportErrorKind.TOO_LARGE: (ErrorKind.REPLY_TOO_LARGE, False),
+_TRANSPORT_KINDS: Mapping[TransportErrorKind, ErrorKind] = {
+    TransportErrorKind.CONNECT: ErrorKind.CONNECTION,
+    TransportErrorKind.TIMEOUT: ErrorKind.TIMEOUT,
+    TransportErrorKind.READ: ErrorKind.CONNECTION,
+    TransportErrorKind.WRITE: ErrorKind.CONNECTION,
+    TransportErrorKind.CLOSED: ErrorKind.CONNECTION,
+    TransportErrorKind.PROTOCOL: ErrorKind.CONNECTION,
+    TransportErrorKind.REFUSED: ErrorKind.BAD_REQUEST,
+    TransportErrorKind.TOO_LARGE: ErrorKind.REPLY_TOO_LARGE,
 }
-"""Each transport failure kind: the error kind it becomes, and whether a retry may help."""
+"""Each transport failure kind: the error kind it becomes (whose row says whether a retry may
+help)."""
 
 
 def transport_failure(exc: TransportError, *, streamed: bool = False) -> ModelError:
@@ -351,9 +345,8 @@ def transport_failure(exc: TransportError, *, streamed: bool = False) -> ModelEr
     """
     if streamed and exc.response_started and exc.kind is not TransportErrorKind.TOO_LARGE:
         return truncated_stream(f"stream interrupted: {exc}")
-    kind, retryable = _TRANSPORT_KINDS[exc.kind]
     message = exc.message if exc.kind is TransportErrorKind.TOO_LARGE else str(exc)
-    return ModelError(kind=kind, message=_clip(message), retryable=retryable)
+    return _made(_TRANSPORT_KINDS[exc.kind], _clip(message))
 
 
 def error_fields(payload: Mapping[str, Any]) -> tuple[str | None, str | None, str, int | None]:
@@ -381,6 +374,13 @@ def error_fields(payload: Mapping[str, Any]) -> tuple[str | None, str | None, st
     if message is None:
         message = fields.get("detail", payload.get("detail"))
     return error_type, code, _as_text(message), status
+
+
+def _made(kind: ErrorKind, message: str, status: int | None = None) -> ModelError:
+    """A ``ModelError`` of ``kind`` whose retryability is its row's."""
+    return ModelError(
+        kind=kind, message=message, status=status, retryable=policy_of(kind).retryable
+    )
 
 
 def _kind_for(status: int, names: set[str], message: str) -> ErrorKind:

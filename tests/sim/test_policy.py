@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from typing import Any
 
 import attrs
@@ -304,6 +305,52 @@ def test_plain_answers_have_the_configured_length() -> None:
     reply = _plan({"messages": conversation("hello")}, SimConfig(answer_tokens=30))
     assert reply.visible_tokens == 30
     assert reply.finish_reason == "stop"
+
+
+def _reads_as_sentences(text: str) -> bool:
+    """Sentences that start with a capital or a digit, end with a period, and never say the
+    same word three times in a row."""
+    sentences = re.split(r"(?<=\.) ", text)
+    words = re.findall(r"\w[\w.-]*\w|\w", text.lower())
+    stutter = any(words[i] == words[i + 1] == words[i + 2] for i in range(len(words) - 2))
+    shaped = all(s.endswith(".") and (s[:1].isupper() or s[:1].isdigit()) for s in sentences)
+    return bool(text) and shaped and not stutter
+
+
+@pytest.mark.parametrize(
+    ("question", "mentioned"),
+    [
+        ("What is 2 + 3?", {"2", "3"}),
+        ("Summarise the history of prefix caching.", {"summarise", "history", "prefix", "caching"}),
+        ("hello", {"hello"}),
+    ],
+)
+@pytest.mark.parametrize("tokens", [48, 30, 9, 4])
+def test_plain_answers_are_sentences_about_the_prompt(
+    question: str, mentioned: set[str], tokens: int
+) -> None:
+    config = SimConfig(answer_tokens=tokens, tool_rounds=0)
+    reply = _plan({"messages": conversation(question)}, config)
+    text = reply.content or ""
+    assert reply.visible_tokens == tokens
+    assert text[:1].isupper() or text[:1].isdigit()
+    assert text.endswith(".")
+    assert _reads_as_sentences(text), text
+    if tokens >= 9:
+        assert mentioned & set(re.findall(r"\w[\w.-]*\w|\w", text.lower())), text
+    assert _plan({"messages": conversation(question)}, config) == reply
+
+
+def test_plain_answers_mention_the_tool_results_they_follow() -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}}
+    messages = [
+        *conversation("What is 2 + 3?"),
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "5"},
+    ]
+    texts = {_plan({"messages": messages}, SimConfig(seed=s)).content or "" for s in range(20)}
+    assert any(re.search(r"\b5\b", text) for text in texts)
+    assert all(_reads_as_sentences(text) for text in texts)
 
 
 def test_json_object_mode_answers_a_json_object() -> None:

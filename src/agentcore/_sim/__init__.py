@@ -13,6 +13,7 @@ Imports ``_core`` only. Files:
 - ``request``: request checking.
 - ``schema_values``: JSON values from a JSON schema.
 - ``policy``: what the model answers and which requests fail on purpose.
+- ``prose``: plain-text answers, short sentences made of the prompt's content words.
 - ``responses``: wire bodies and stream frames.
 - ``engine``: slots and timing (trio).
 - ``server``: the trio + h11 HTTP server.

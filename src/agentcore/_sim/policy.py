@@ -14,7 +14,9 @@ seeded with ``SimConfig.seed`` and a hash of the prompt text):
 - Otherwise it answers: JSON valid against the ``response_format`` schema; else, when the
   system prompt (or the last user message) carries a JSON schema (a fenced ```json block, or a
   JSON object following the words "JSON schema"), JSON valid against that; else, in
-  ``json_object`` mode, a small JSON object; else ``answer_tokens`` tokens of plain text.
+  ``json_object`` mode, a small JSON object; else ``answer_tokens`` tokens of plain text:
+  short sentences about the content words of the last user message and of the tool results
+  after it (see ``prose``).
 - A reply longer than ``max_tokens`` (hidden reasoning tokens included) is cut: the visible
   text is cut to what fits, tool calls are dropped (their cut text is the content), and the
   finish reason is ``"length"``.
@@ -33,6 +35,7 @@ import attrs
 import orjson
 
 from .config import SimConfig
+from .prose import answer_text, content_words
 from .request import ChatRequest, RequestedCall, ToolDefinition
 from .schema_values import generate_value
 from .template import render_body, render_reply
@@ -152,15 +155,16 @@ def _arguments(
     return orjson.dumps(value).decode()
 
 
-def _text(rng: random.Random, words: Sequence[str], tokens: int) -> str:
-    parts: list[str] = []
-    count = 0
-    while count < tokens:
-        word = rng.choice(words)
-        parts.append(word)
-        count += len(split_tokens(" " + word))
-    text = " ".join(parts)
-    return "".join(split_tokens(text[:1].upper() + text[1:])[:tokens])
+def _prose_words(request: ChatRequest) -> list[str]:
+    """Content words of the last user message, then of the tool results that followed it."""
+    texts: list[str] = []
+    for message in reversed(request.messages):
+        if message.role == "user":
+            texts.append(message.content)
+            break
+        if message.role == "tool":
+            texts.append(message.content)
+    return content_words(*reversed(texts))
 
 
 def _tool_turns(request: ChatRequest) -> int:
@@ -201,9 +205,10 @@ def plan_reply(request: ChatRequest, config: SimConfig, digest: bytes, number: i
         if schema is not None:
             content = orjson.dumps(generate_value(schema, rng, words)).decode()
         elif request.json_mode:
-            content = orjson.dumps({"answer": _text(rng, words, 12)}).decode()
+            text = answer_text(rng, _prose_words(request), 12)
+            content = orjson.dumps({"answer": text}).decode()
         else:
-            content = _text(rng, words, config.answer_tokens)
+            content = answer_text(rng, _prose_words(request), config.answer_tokens)
         finish = "stop"
     visible = split_tokens(render_body(content or "", calls))
     reasoning = config.reasoning_tokens

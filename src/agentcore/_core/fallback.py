@@ -11,7 +11,9 @@ backend of the list, from scratch; otherwise, or after the last backend, the fai
 and goes to the loop. So a request visits the backends in list order, each at most once, and
 stops at the first answer.
 
-A deadline never falls over: the run has no time left for another backend.
+Which kinds fall over by default, and which may fall over at all, is read from the error
+table (:data:`~agentcore._core.error_policy.ERROR_POLICY`, columns ``falls_over`` and
+``may_fall_over``). A deadline never falls over: the run has no time left for another backend.
 """
 
 from __future__ import annotations
@@ -21,24 +23,17 @@ from typing import Final
 
 import attrs
 
+from .error_policy import kinds_where, policy_of
 from .errors import ConfigError
 from .events import ErrorKind, ModelError
 
 __all__ = ["DEFAULT_FALLBACK_ON", "FallbackPolicy"]
 
-DEFAULT_FALLBACK_ON: Final = frozenset(
-    {
-        ErrorKind.OVERLOADED,
-        ErrorKind.RATE_LIMITED,
-        ErrorKind.SERVER,
-        ErrorKind.TIMEOUT,
-        ErrorKind.CONNECTION,
-        ErrorKind.NOT_FOUND,
-    }
-)
-"""Failures another backend may well not have: overload, rate limits, server errors,
-timeouts, unreachable servers, and an unknown model. Not the request's own faults (bad
-request, too large), not auth or quota (a configuration to fix, not to hide)."""
+DEFAULT_FALLBACK_ON: Final = kinds_where("falls_over")
+"""The kinds whose row in the error table says ``falls_over``: failures another backend may
+well not have (overload, rate limits, server errors, timeouts, unreachable servers, an unknown
+model). Not the request's own faults (bad request, too large), not auth or quota (a
+configuration to fix, not to hide)."""
 
 
 def _kinds(value: Iterable[ErrorKind]) -> frozenset[ErrorKind]:
@@ -48,8 +43,12 @@ def _kinds(value: Iterable[ErrorKind]) -> frozenset[ErrorKind]:
     for kind in kinds:
         if not isinstance(kind, ErrorKind):
             raise ConfigError(f"FallbackPolicy.on must hold ErrorKind values, got {kind!r}")
-    if ErrorKind.DEADLINE in kinds:
-        raise ConfigError("a deadline cannot fall over to another backend: the run has no time")
+    refused = sorted(kind.value for kind in kinds if not policy_of(kind).may_fall_over)
+    if refused:
+        raise ConfigError(
+            f"FallbackPolicy.on cannot hold {', '.join(refused)}: such a failure cannot fall"
+            " over to another backend (a deadline leaves the run no time)"
+        )
     return kinds
 
 
@@ -59,11 +58,14 @@ class FallbackPolicy:
 
     Raises:
         ConfigError: ``on`` holds something that is not an :class:`~agentcore.ErrorKind`, or
-            ``ErrorKind.DEADLINE``.
+            a kind that may not fall over (``ErrorKind.DEADLINE``).
     """
 
-    on: frozenset[ErrorKind] = attrs.field(default=DEFAULT_FALLBACK_ON, converter=_kinds)
-    """The error kinds that send a request to the next backend."""
+    on: frozenset[ErrorKind] = attrs.field(
+        factory=lambda: kinds_where("falls_over"), converter=_kinds
+    )
+    """The error kinds that send a request to the next backend (default: the kinds whose row
+    in the error table says ``falls_over``, :data:`DEFAULT_FALLBACK_ON`)."""
 
     def next(self, current: int, count: int, error: ModelError) -> int | None:
         """The backend to try after ``current`` (0-based, of ``count``) failed with ``error``.

@@ -3,8 +3,9 @@
 Theory of operation
 -------------------
 :class:`SharedBackoff` wraps the worker's model client (the driver's retries and slots stay
-as they are, around it). An attempt that fails with ``RATE_LIMITED`` or ``OVERLOADED``
-publishes a pause on the batch's ``pause`` key: ``scripts.PAUSE`` sets it with a time to
+as they are, around it). An attempt that fails with a kind whose row in the error table
+(:data:`~agentcore._core.error_policy.ERROR_POLICY`) says ``pauses_fleet`` (rate limited,
+overloaded) publishes a pause on the batch's ``pause`` key: ``scripts.PAUSE`` sets it with a time to
 live of the server's ``retry-after`` (or ``default_pause``), but only when that outlasts the
 pause already there. Before each attempt, a worker looks at the key's remaining time (at
 most every ``check_every`` seconds, otherwise it uses what it saw last) and sleeps it out,
@@ -22,13 +23,12 @@ import random
 import trio
 
 from .._codecs.exchange import Exchange
-from .._core.events import CallModel, ErrorKind, ModelFailed
+from .._core.error_policy import policy_of
+from .._core.events import CallModel, ModelFailed
 from .._transports.model_client import ModelClient
 from .connection import Connection, is_server_error
 
 __all__ = ["SharedBackoff"]
-
-_SLOW_DOWN = frozenset({ErrorKind.RATE_LIMITED, ErrorKind.OVERLOADED})
 
 
 class SharedBackoff:
@@ -60,7 +60,7 @@ class SharedBackoff:
         await self._wait()
         exchange = await self._inner.exchange(call)
         event = exchange.event
-        if isinstance(event, ModelFailed) and event.error.kind in _SLOW_DOWN:
+        if isinstance(event, ModelFailed) and policy_of(event.error.kind).pauses_fleet:
             pause = event.error.retry_after or self._default_pause
             await self._publish(pause)
         return exchange

@@ -25,7 +25,8 @@ from collections import OrderedDict
 import attrs
 import trio
 
-from .._core.events import CallModel, ErrorKind, ModelFailed, ModelResponded
+from .._core.error_policy import policy_of
+from .._core.events import CallModel, ModelFailed, ModelResponded
 from .._core.messages import AssistantMessage
 from .._core.ratebudget import RateBudget, RateObservation, Reservation, TokenEstimator
 
@@ -166,7 +167,8 @@ class RateLimiter:
             and reservation is None
             and not budget.limited
             and (
-                isinstance(event, ModelResponded) or event.error.kind is not ErrorKind.RATE_LIMITED
+                isinstance(event, ModelResponded)
+                or not policy_of(event.error.kind).holds_back_budget
             )
         ):
             return  # nothing is limited: keep the common path cheap
@@ -177,7 +179,7 @@ class RateLimiter:
             self.estimator.learn(prompt_chars(call), usage.prompt_tokens, usage.completion_tokens)
             if reservation is not None:
                 budget.settle(reservation, used, now)
-        elif event.error.kind is ErrorKind.RATE_LIMITED:
+        elif policy_of(event.error.kind).holds_back_budget:
             self._rate_limited += 1
             retry_after = event.error.retry_after
             if observation is not None or budget.limits != (None, None):

@@ -35,8 +35,9 @@ import trio
 
 from .._codecs.codec import WarmUp
 from .._codecs.http import HttpRequest, Timeouts
+from .._core.error_policy import policy_of
 from .._core.errors import AgentcoreError, ConfigError
-from .._core.events import CallModel, ErrorKind, ModelError, ModelResponded
+from .._core.events import CallModel, ModelError, ModelResponded
 from .._core.messages import Usage
 from .._transports.model_client import HttpModelClient
 from .task import Task, job_run_id, prefix_call
@@ -139,12 +140,11 @@ class BackendUnavailable(ConfigError):
         self.error = error
 
 
-_FATAL_AT_WARM_UP = frozenset({ErrorKind.CONNECTION, ErrorKind.AUTH, ErrorKind.NOT_FOUND})
-_FATAL_AT_WARM_UP |= {ErrorKind.QUOTA}
-# A warm-up request is a job's own first request, cut to one token: when it cannot connect
-# (after the driver's retries), hits no route or model, or is refused credentials or quota,
-# every job would fail the same way. Rate limits, overload and server errors may pass; bad
-# requests may be specific to the one-token request; so those let the batch start.
+# Which failures stop the batch is the error table's ``fatal_at_warm_up`` column. A warm-up
+# request is a job's own first request, cut to one token: when it cannot connect (after the
+# driver's retries), hits no route or model, or is refused credentials or quota, every job
+# would fail the same way. Rate limits, overload and server errors may pass; bad requests may
+# be specific to the one-token request; so those let the batch start.
 
 
 def _unavailable(driver: Driver, call: CallModel, error: ModelError) -> BackendUnavailable:
@@ -196,7 +196,7 @@ async def _warm_up(
     call = _warm_call(task, batch_id)
     reply = await driver.call_model(call)
     if not isinstance(reply, ModelResponded):
-        if reply.error.kind in _FATAL_AT_WARM_UP:
+        if policy_of(reply.error.kind).fatal_at_warm_up:
             raise _unavailable(driver, call, reply.error)
         return WarmUpReport(strategy, "off", detail=f"the warm request failed: {reply.error}")
     if strategy == "request":

@@ -29,6 +29,7 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
+from .._core.error_policy import policy_of
 from .._core.events import (
     Abort,
     AbortKind,
@@ -88,18 +89,6 @@ __all__ = [
 _I64_MIN = -(2**63)
 _U64_MAX = 2**64 - 1
 _TOKENS_MAX = 2**31 - 1
-
-# Kinds a driver retries (see ErrorKind's member comments).
-_RETRYABLE = frozenset(
-    {
-        ErrorKind.RATE_LIMITED,
-        ErrorKind.OVERLOADED,
-        ErrorKind.SERVER,
-        ErrorKind.TIMEOUT,
-        ErrorKind.CONFLICT,
-        ErrorKind.CONNECTION,
-    }
-)
 
 
 def _texts(max_size: int = 40) -> SearchStrategy[str]:
@@ -366,15 +355,16 @@ def output_specs() -> SearchStrategy[OutputSpec]:
 
 @st.composite
 def model_errors(draw: st.DrawFn, *, kinds: Sequence[ErrorKind] | None = None) -> ModelError:
-    """Classified model failures. ``retryable`` follows the kind (rate limits, overload,
-    server errors, timeouts, conflicts and connection failures are retryable), and only
-    retryable errors carry ``retry_after``.
+    """Classified model failures. ``retryable`` follows the kind's row in the error table, as
+    the classifier sets it (rate limits, overload, server errors, timeouts, conflicts,
+    connection failures and garbled replies are retryable), and only retryable errors carry
+    ``retry_after``.
 
     Args:
         kinds: the error kinds to draw from (default: all).
     """
     kind = draw(st.sampled_from(list(kinds) if kinds is not None else list(ErrorKind)))
-    retryable = kind in _RETRYABLE
+    retryable = policy_of(kind).retryable
     return ModelError(
         kind=kind,
         message=draw(_texts()),

@@ -6,8 +6,11 @@ Imports the layers below it (``_core``, ``_codecs``, ``_observe``, ``_transports
 - ``driver``: :class:`Driver`, the facade users hold (run, stream, watch, generate,
   call_model, cancel, statistics).
 - ``open``: :func:`open_driver`, which builds a driver from a backend URL and options.
+- ``runner``: the per-run runner: drives one loop's effects, and ends its run with a result.
+- ``scheduler``: the stream scheduler: feeds a result stream's runs, parks them for slots and
+  carries them on.
 - ``runs``: the bookkeeping of runs in progress, and the queue and stream of a batch's results.
-- ``feed``: the worker pool that carries the runs of a result stream.
+- ``feed``: the worker pool, ready line and parked deadlines of one result stream.
 - ``requests``: the model request path (slot, rate budget, attempts, retries).
 - ``fallback``: model fallback across backends.
 - ``generate``: one-shot generation without an agent loop.

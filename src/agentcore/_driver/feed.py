@@ -8,7 +8,7 @@ it must wait for an inference slot it is *parked* in the slot line (``SlotLimite
 what waits in line is the run's state (its loop and pending request), not a task. A fresh run
 is parked by the feeder before any task touches it.
 
-The tasks are the feed's *workers* (``work(feed)``, the driver's, which calls
+The tasks are the feed's *workers* (``work(feed)``, the scheduler's, which calls
 :meth:`Feed.at_work` and :meth:`Feed.rest`). A run that can go on (a fresh one, or one
 granted a slot in line) is pushed on the ready line; a worker takes it and carries it until
 it parks again or ends, then takes the next ready run, or waits idle for one. A push wakes an
@@ -46,14 +46,35 @@ import itertools
 import math
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import trio
 
-from .runs import ResultQueue
+from .._core.events import Effect
+from .._core.results import Result
+from .requests import Granted
+from .runs import Group, ResultQueue, Run
 from .slot_limiter import Parked
 
-__all__ = ["Feed"]
+__all__ = ["Feed", "Ready", "in_line"]
+
+Ready = tuple[Run, tuple[Effect, ...] | None, Granted | None, bool]
+"""A run that can go on, and where it resumes: ``(run, effects, granted, woken)``.
+
+``effects`` ``None``: from its start; else its pending request, with the ``granted`` slot (and
+rate reservation), or without one, ``woken`` from the line (cancelled or past its deadline).
+A plain tuple: one is built per resumption."""
+
+
+def in_line(run: Run, got: Granted | Parked) -> bool:
+    """Whether ``run`` was parked in the slot line (its feed then watches its deadline), or
+    ``got`` its slot at once."""
+    if not isinstance(got, Parked):
+        return False
+    run.parked = got
+    feed = run.feed
+    assert feed is not None
+    feed.parked(got, run.deadline)
+    return True
 
 
 class Feed:
@@ -64,13 +85,13 @@ class Feed:
         nursery: trio.Nursery,
         results: ResultQueue,
         active: trio.CapacityLimiter | None,
-        group: Any,
+        group: Group,
         work: Callable[[Feed], Awaitable[object]],
         max_idle: int,
     ) -> None:
         self.nursery = nursery
         self.group = group
-        """The runs' ``Group``."""
+        """The stream's runs."""
         self.active = active
         """The stream's ``max_active`` limiter, if any."""
         self.live = 0
@@ -79,7 +100,7 @@ class Feed:
         self._results = results
         self._work = work
         self._max_idle = max_idle
-        self._ready: deque[tuple[Any, ...]] = deque()
+        self._ready: deque[Ready] = deque()
         self._idle_workers = 0
         """Workers parked in ``_lot`` and not yet woken."""
         self._woken = 0
@@ -99,7 +120,7 @@ class Feed:
         """A run of the stream has started."""
         self.live += 1
 
-    def ended(self, result: Any) -> None:
+    def ended(self, result: Result) -> None:
         """A run has ended with ``result``: it waits for the consumer in completion order,
         so the worker does not wait for the consumer."""
         self._results.put(result)
@@ -130,9 +151,16 @@ class Feed:
 
     # ------------------------------------------------------------------ workers
 
-    def push(self, *item: Any) -> None:
-        """Put a run that can go on in the ready line; a worker will carry it."""
-        self._ready.append(item)
+    def push(
+        self,
+        run: Run,
+        effects: tuple[Effect, ...] | None,
+        granted: Granted | None,
+        woken: bool,
+    ) -> None:
+        """Put a run that can go on in the ready line (see :data:`Ready`); a worker will
+        carry it."""
+        self._ready.append((run, effects, granted, woken))
         if self._idle_workers:
             self._idle_workers -= 1
             self._woken += 1
@@ -144,7 +172,7 @@ class Feed:
             self._hiring = True
             self._hirer_lot.unpark()
 
-    def abandon(self) -> list[tuple[Any, ...]]:
+    def abandon(self) -> list[Ready]:
         """The stream was left with runs still going: nothing will carry the runs in the
         ready line; they are returned (the caller gives back the slots granted to them)."""
         self._fed = True
@@ -165,7 +193,7 @@ class Feed:
                     self._woken += 1
                     self.nursery.start_soon(self._work, self)
 
-    def at_work(self) -> deque[tuple[Any, ...]]:
+    def at_work(self) -> deque[Ready]:
         """A worker (started or woken) takes up its work: returns the ready line, whose
         runs it carries until it is empty, then calls :meth:`rest`."""
         self._woken -= 1

@@ -35,8 +35,9 @@ from .._transports.backends import is_sim
 from .._transports.factory import TransportKind, make_transport
 from .._transports.model_client import HttpModelClient, ModelClient
 from .driver import Driver
-from .fallback import Fallback
+from .fallback import Fallback, FallbackRequests
 from .rate_limiter import RateLimiter
+from .requests import ModelRequests
 from .slot_limiter import SlotLimiter
 
 __all__ = ["open_driver"]
@@ -172,6 +173,24 @@ def _observers(
     return combine(found)
 
 
+def _fallback_requests(
+    primary: ModelRequests,
+    primary_name: str,
+    fallbacks: Sequence[tuple[str, ModelClient, SlotLimiter]],
+    policy: FallbackPolicy,
+    retrying: tuple[RetryPolicy, random.Random],
+) -> FallbackRequests:
+    retry, rng = retrying
+    names = [name for name, _, _ in fallbacks]
+    if primary_name in names or len(set(names)) != len(names):
+        raise ConfigError(f"backend names must be distinct, got {[primary_name, *names]}")
+    primary.name = primary_name
+    routes = [(primary_name, primary)]
+    for name, client, limiter in fallbacks:
+        routes.append((name, ModelRequests(client, limiter, retry, rng.random, name)))
+    return FallbackRequests(routes, policy)
+
+
 @asynccontextmanager
 async def open_driver(
     backend: str | Backend | ModelClient,
@@ -305,26 +324,27 @@ async def open_driver(
             transport=transport,
         )
         executor = await stack.enter_async_context(open_tool_executor(tools))
+        limiter = SlotLimiter(max_inflight, policy=slot_policy, adaptive=adaptive)
+        rng = random.Random(seed)
+        primary = ModelRequests(client, limiter, retry, rng.random, rates=rates)
+        requests: ModelRequests | FallbackRequests = primary
+        if routes:
+            requests = _fallback_requests(primary, primary_name, routes, policy, (retry, rng))
         driver = Driver(
             client=client,
-            limiter=SlotLimiter(max_inflight, policy=slot_policy, adaptive=adaptive),
+            limiter=limiter,
             executor=executor,
-            retry=retry,
-            rng=random.Random(seed),
-            fallbacks=routes,
-            fallback_policy=policy,
-            primary_name=primary_name,
+            requests=requests,
+            rates=rates,
             backend=configured,
             deps=deps,
-            rates=rates,
+            observer=_observers(trace, otel, model, client) if trace is not None or otel else None,
         )
-        if trace is not None or otel:
-            driver._observe(_observers(trace, otel, model, client))
         try:
             yield driver
         except BaseException as exc:  # re-raised below, once everything is closed
             raised = exc
         finally:
-            driver._close()
+            driver.close()
     if raised is not None:
         raise raised

@@ -14,6 +14,7 @@ import trio
 from .._core.budgets import BudgetExceeded
 from .._core.events import CallModel
 from .._core.loop import AgentLoop
+from .._core.ratebudget import Reservation
 from .._core.results import Result
 from .._tools.context import RunContext
 from .slot_limiter import Parked
@@ -22,6 +23,8 @@ __all__ = ["Group", "ResultQueue", "ResultStream", "Run"]
 
 if TYPE_CHECKING:
     from .._observe.steps import StepSink
+    from .budget_guard import BudgetGuard
+    from .feed import Feed
 
 
 @attrs.define(eq=False)
@@ -39,9 +42,9 @@ class Run:
     """The run's place in the slot line while it waits there without a task."""
     admitted: bool = False
     """The run holds room in its stream's ``max_active`` limiter."""
-    feed: Any = None
-    """The ``Feed`` carrying the run (runs of a result stream)."""
-    reservation: Any = None
+    feed: Feed | None = None
+    """The feed carrying the run (runs of a result stream)."""
+    reservation: Reservation | None = None
     """The rate reservation of the request the run is parked with."""
     pending_model: CallModel | None = None
     turns: int = 0
@@ -53,8 +56,8 @@ class Run:
     tools_running: int = 0
     tools_since: float = 0.0
     tool_time: float = 0.0
-    guard: Any = None
-    """The batch's ``BudgetGuard``, when its batch has a usage budget."""
+    guard: BudgetGuard | None = None
+    """The batch's usage budget, when it has one."""
     served_by: list[str] | None = None
     """With model fallback: the backend of each request so far."""
     budget: BudgetExceeded | None = None
@@ -65,7 +68,9 @@ class Run:
     input_index: int | None = None
     """The index of the run's input in the caller's inputs (``None``: ``index``)."""
     input: Any = None
+    """The run's input, as the caller gave it (any value)."""
     deps: Any = None
+    """The ``deps`` handed to tools (any value the caller gave)."""
     context: RunContext[Any] | None = None
     """Built on the first call of a tool that takes it."""
 
@@ -109,8 +114,8 @@ class Group:
 
     runs: set[Run] = attrs.field(factory=set)
     cancelled: bool = False
-    guard: Any = None
-    """The ``BudgetGuard`` of a batch with a usage budget."""
+    guard: BudgetGuard | None = None
+    """The usage budget of a batch that has one."""
 
     steps: StepSink | None = None
     """Where the step events of the group's runs go, if anywhere."""
@@ -118,8 +123,8 @@ class Group:
     """The ``deps`` of the group's runs (``None``: the driver's)."""
     describe: Callable[[int], tuple[int, Any]] | None = None
     """Maps a run's index to its input's index and the input (called once per run)."""
-    feed: Any = None
-    """The ``Feed`` carrying the runs of a result stream."""
+    feed: Feed | None = None
+    """The feed carrying the runs of a result stream (once the stream has started)."""
 
     def cancel(self) -> None:
         self.cancelled = True

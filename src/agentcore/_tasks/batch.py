@@ -18,22 +18,21 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Generic, NamedTuple, TypeVar, cast
 
 import attrs
-import cattrs
 import orjson
 import trio
 
 from .._codecs.codec import WARM_UPS, Backend, WarmUp
+from .._codecs.values import json_value
 from .._core.budgets import UsageLimits
 from .._core.errors import ConfigError
 from .._core.events import AbortKind, AbortReason
 from .._core.loop import AgentLoop
 from .._core.messages import Usage
 from .._core.results import Result, RunTimings
-from .._core.schema import is_pydantic_model
 from .._driver.budget_guard import OnBudget
 from .._driver.driver import Driver
 from .._driver.open import open_driver
-from .._driver.runs import Group, ResultStream
+from .._driver.runs import ResultStream
 from .._observe.log import BATCH
 from .._observe.steps import StepSink
 from .._tools.spec import Tool
@@ -306,10 +305,12 @@ async def open_batch(
             report = await warm_up_cache(opened, task, batch_id=batch_id, strategy=warm_up)
         described: dict[int, tuple[int, Any]] = {}
         loops = _loops(task, inputs, batch_id, indices, early, None, described)
-        group = opened._group(
+        group = opened.streams.group(
             steps=steps, deps=deps, describe=described.pop, budget=budget, on_budget=on_budget
         )
-        results = await stack.enter_async_context(opened._stream(loops, timeout, max_active, group))
+        results = await stack.enter_async_context(
+            opened.streams.open(loops, group, timeout=timeout, max_active=max_active)
+        )
         BATCH.info("batch %s (%s) started", batch_id, task.name, extra={"batch_id": batch_id})
         yield BatchStream[T](results, indices, early, report)
         stats = opened.statistics()
@@ -381,17 +382,6 @@ def _default_items(output: Any) -> list[Any]:
     )
 
 
-_UNSTRUCTURE = cattrs.Converter()
-# Pydantic models unstructure through their own ``model_dump`` (pydantic is never imported).
-_UNSTRUCTURE.register_unstructure_hook_func(
-    is_pydantic_model, lambda model: model.model_dump(mode="json")
-)
-
-
-def _as_json_value(value: Any) -> Any:
-    return _UNSTRUCTURE.unstructure(value)
-
-
 async def map_reduce(
     *,
     plan: Task[P],
@@ -460,12 +450,12 @@ async def map_reduce(
         described: dict[int, tuple[int, Any]] = {}
         planner = job_run_id(f"{batch_id}p", 0)
         loops = _loops(map, planned, f"{batch_id}m", indices, early, planner, described)
-        group = Group(deps=deps, describe=described.pop)
-        async with opened._stream(loops, timeout, None, group) as stream:
+        group = opened.streams.group(deps=deps, describe=described.pop)
+        async with opened.streams.open(loops, group, timeout=timeout) as stream:
             async for result in BatchStream[M](stream, indices, early):
                 answers.append(result)
         answers.sort(key=lambda r: r.index)
-        ok = [_as_json_value(r.output) for r in answers if r.status == "ok"]
+        ok = [json_value(r.output) for r in answers if r.status == "ok"]
         reduce_input = {
             "input": input,
             "answers": orjson.dumps(ok, option=orjson.OPT_INDENT_2).decode(),

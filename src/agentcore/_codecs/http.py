@@ -9,6 +9,8 @@ from collections.abc import Iterable
 
 import attrs
 
+from .._core.validators import number_at_least
+
 __all__ = [
     "SECRET_HEADERS",
     "Headers",
@@ -73,14 +75,20 @@ class HttpResponse:
     body: bytes = b""
 
 
+_seconds = attrs.validators.optional(number_at_least(0.0, strictly=True))
+
+
 @attrs.frozen
 class Timeouts:
     """Transport time limits in seconds (``None`` = no limit).
 
     ``connect`` bounds opening a connection (TCP and TLS), ``read`` bounds the wait for each
     piece of the response (headers or the next body chunk), ``total`` bounds the whole exchange.
+
+    Raises:
+        ConfigError: a limit that is neither ``None`` nor a positive number.
     """
 
-    connect: float | None = 10.0
-    read: float | None = 300.0
-    total: float | None = None
+    connect: float | None = attrs.field(default=10.0, validator=_seconds)
+    read: float | None = attrs.field(default=300.0, validator=_seconds)
+    total: float | None = attrs.field(default=None, validator=_seconds)

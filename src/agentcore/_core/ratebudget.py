@@ -37,6 +37,8 @@ import math
 
 import attrs
 
+from .errors import ConfigError
+
 __all__ = ["RateBudget", "RateObservation", "Reservation", "TokenEstimator"]
 
 _MINUTE = 60.0
@@ -140,7 +142,7 @@ class RateBudget:
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or value < 1
             ):
-                raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+                raise ConfigError(f"{name} must be a positive integer or None, got {value!r}")
         self._requests = _Bucket(self.requests_per_minute)
         self._tokens = _Bucket(self.tokens_per_minute)
 

@@ -45,12 +45,18 @@ from typing import Generic, Literal, TypeVar
 
 import attrs
 
+from .errors import ConfigError
+
 __all__ = ["AdaptiveLimit", "SlotPolicy", "SlotQueue"]
 
 W = TypeVar("W")
 
 SlotPolicy = Literal["fifo", "priority"]
 """How waiters are ordered: arrival order, or highest priority first (ties in arrival order)."""
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 # ``in_use`` changes twice per request: assignments skip attrs' validating ``__setattr__``
@@ -80,12 +86,12 @@ class SlotQueue(Generic[W]):
 
     @limit.validator
     def _check_limit(self, _attribute: object, value: int) -> None:
-        if value < 1:
-            raise ValueError(f"slot limit must be at least 1, got {value}")
+        if not _is_count(value):
+            raise ConfigError(f"slot limit must be an int >= 1, got {value!r}")
 
     def __attrs_post_init__(self) -> None:
         if self.policy not in ("fifo", "priority"):
-            raise ValueError(f"unknown slot policy {self.policy!r}")
+            raise ConfigError(f"slot policy must be 'fifo' or 'priority', got {self.policy!r}")
 
     @property
     def waiting(self) -> int:
@@ -157,8 +163,8 @@ class SlotQueue(Generic[W]):
 
     def set_limit(self, limit: int) -> list[W]:
         """Change the limit. Returns the waiters granted a slot because it grew."""
-        if limit < 1:
-            raise ValueError(f"slot limit must be at least 1, got {limit}")
+        if not _is_count(limit):
+            raise ConfigError(f"slot limit must be an int >= 1, got {limit!r}")
         self.limit = limit
         return self._grant()
 
@@ -216,10 +222,11 @@ class AdaptiveLimit:
     """How many decreases happened so far."""
 
     def __attrs_post_init__(self) -> None:
-        if self.floor < 1 or self.ceiling < self.floor:
-            raise ValueError(f"need 1 <= floor <= ceiling, got {self.floor}..{self.ceiling}")
-        if not 0.0 < self.decrease_factor < 1.0:
-            raise ValueError(f"decrease_factor must be in (0, 1), got {self.decrease_factor}")
+        if not (_is_count(self.floor) and _is_count(self.ceiling) and self.floor <= self.ceiling):
+            raise ConfigError(f"need 1 <= floor <= ceiling, got {self.floor!r}..{self.ceiling!r}")
+        factor = self.decrease_factor
+        if isinstance(factor, bool) or not isinstance(factor, int | float) or not 0 < factor < 1:
+            raise ConfigError(f"decrease_factor must be in (0, 1), got {self.decrease_factor!r}")
         self.value = float(self.ceiling)
 
     @property

@@ -17,7 +17,8 @@ from agentcore import ConfigError, Timeouts
 from agentcore._codecs.http import header
 from agentcore._transports.factory import TransportKind, make_transport
 from agentcore._transports.hosted import HttpxTransport
-from agentcore._transports.lean import LeanTransport, Origin
+from agentcore._transports.http11 import Origin
+from agentcore._transports.lean import LeanTransport
 from agentcore.wire import HttpRequest, Transport, TransportError, TransportErrorKind
 from tests.transport.transport_server import (
     Exchange,

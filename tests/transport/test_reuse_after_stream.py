@@ -4,7 +4,8 @@ for servers that close it right after every streamed reply (llama-server)."""
 from __future__ import annotations
 
 from agentcore import Timeouts
-from agentcore._transports.lean import LeanTransport, Origin
+from agentcore._transports.http11 import Origin
+from agentcore._transports.lean import LeanTransport
 from agentcore.wire import HttpRequest
 from tests.transport.transport_server import Exchange, serve
 

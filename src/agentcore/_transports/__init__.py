@@ -3,7 +3,10 @@
 Imports ``_core``, ``_codecs`` and ``_observe``. Files:
 
 - ``protocol``: the :class:`Transport` protocol every transport implements.
-- ``lean``: HTTP/1.1 on h11 and trio, one connection per inference slot (self-hosted servers).
+- ``lean``: HTTP/1.1 on h11 and trio sockets, one connection per inference slot (self-hosted
+  servers); the socket side.
+- ``http11``: the lean transport's sans-IO HTTP/1.1 framing: :class:`Origin`, request bytes,
+  the response reader (one h11 event pump).
 - ``chunked``: the lean transport's decoder of chunked bodies (sans-IO; h11's rules, without
   an event per chunk).
 - ``hosted``: httpx, for hosted APIs (HTTP/2, proxies, the system's trust store).

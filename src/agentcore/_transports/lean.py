@@ -1,4 +1,7 @@
-"""A lean HTTP/1.1 :class:`~agentcore._transports.protocol.Transport` on h11 and trio streams.
+"""A lean HTTP/1.1 :class:`~agentcore._transports.protocol.Transport` on h11 and trio sockets.
+
+This module holds the socket side; the bytes of requests and the parsing of responses are the
+sans-IO :mod:`.http11` (:class:`~.http11.RequestEncoder`, :class:`~.http11.ResponseReader`).
 
 Theory of operation
 -------------------
@@ -28,19 +31,18 @@ on a *reused* connection before any byte of the response arrived is therefore st
 once on a fresh connection. Once a response byte arrived, the server has seen the request and
 nothing is retried.
 
-Requests are written by the transport itself: the codec's headers are checked (token names,
-no control characters in values) and joined behind the request line, ``Host`` and
-``Content-Length``. h11 parses every response. To read a response, h11's client state machine
-must have seen a request, so it is shown a stand-in request with the same method (the only
-property of the request that changes how a response is framed).
+A server may answer before it has read the whole request body and close the connection (a
+``413`` for a body too large; RFC 9112, section 9.5). The client's write then fails, while the
+answer already sits in the socket's receive buffer: when a write fails, the response is read
+all the same, and the write's failure is reported only if no response head arrives. Such a
+connection is never reused (h11 is told the send failed). Over TLS the answer is lost: trio's
+``SSLStream`` is broken after a failed send.
 
-Chunked bodies are the exception to "h11 parses": h11 makes an event of every HTTP chunk, and
-streaming servers send a chunk per few characters. When the first read holds the whole
-response head, h11 is fed the head alone (up to the blank line, found as h11 finds it) and the
-bytes behind it are *held*; if the head announces a chunked body, :class:`~.chunked.ChunkedBody`
-decodes the chunks from the held bytes and later reads, and hands h11 the last-chunk line and
-what follows, so h11 still parses the trailer, ends the message and decides about keep-alive.
-Any other body (or a head that took several reads) is fed to h11 as before.
+One event pump reads every response: the exchange feeds the connection's
+:class:`~.http11.ResponseReader` with what each read returned and takes its events (head,
+body bytes, end, or "need data") until it has what it came for: the head (:meth:`start`), the
+body (``send``), whatever body bytes are there (``open_stream``), or, without waiting, the end
+of a body a streaming caller left early (:meth:`_Exchange.finish`).
 
 Time limits come from :class:`~agentcore._codecs.http.Timeouts`. One trio cancel scope covers an
 exchange; before every I/O call its deadline moves to the earlier of the ``total`` deadline and
@@ -57,46 +59,34 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-import re
 import select
 import socket
 import ssl
 from types import TracebackType
 from typing import Any, cast
-from urllib.parse import urlsplit
 
 import attrs
 import h11
 import trio
 
 from .._codecs.http import Headers, HttpRequest, HttpResponse, Timeouts
-from .._codecs.reply_limit import DEFAULT_MAX_REPLY_BYTES, check_max_reply_bytes, reply_too_large
-from .._core.errors import ConfigError, TransportError, TransportErrorKind
-from .chunked import ChunkedBody
-from .protocol import BAD_HEADER_VALUE, HEADER_NAME
-
-_REFUSED = TransportErrorKind.REFUSED
+from .._codecs.reply_limit import DEFAULT_MAX_REPLY_BYTES, check_max_reply_bytes
+from .._core.errors import ConfigError, TransportError
+from .http11 import (
+    END,
+    NEED_DATA,
+    EncodedRequest,
+    Origin,
+    RequestEncoder,
+    ResponseReader,
+    decode_headers,
+)
 
 __all__ = ["LeanTransport", "LeanTransportStatistics", "Origin"]
 
 # One receive_some call takes whatever the kernel holds, up to this much. A chat completion
 # fits in one read; a streamed body arrives as the server flushes it.
 _READ_SIZE = 65536
-
-# Request bodies below this size are sent in the same write as the head (one syscall, one
-# segment with TCP_NODELAY); larger ones are written separately to avoid copying them.
-_JOIN_LIMIT = 65536
-
-# Headers the transport owns: it frames the body itself and names the origin it talks to.
-_OWN_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
-
-# RFC 9110 token (header names, methods) and the characters a header value must not hold.
-_BAD_TARGET = re.compile(r"[^\x21-\x7e]")
-
-# Header names already checked; bounded so odd callers cannot grow it without limit.
-_MAX_KNOWN_NAMES = 256
-
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 # Failure kinds that, on a reused connection and before any response byte, mean the server
 # had dropped the connection while it sat idle.
@@ -105,74 +95,8 @@ _STALE_KINDS = frozenset({"closed", "read", "write"})
 # poll() has no descriptor limit; select() (on platforms without poll) does.
 _POLL = getattr(select, "poll", None)
 
-_NEED_DATA = h11.NEED_DATA
 _DONE = h11.DONE
-_END = h11.EndOfMessage()
 _IO_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
-
-# Where h11 ends a response head (``ReceiveBuffer.maybe_extract_lines``): a leading empty line,
-# else the first LF, optional CR, LF.
-_BLANK_LINE = re.compile(rb"\n\r?\n")
-# Responses to these methods have no body whatever their headers say.
-_NO_BODY_METHODS = frozenset({b"HEAD", b"CONNECT"})
-
-
-def _head_end(data: bytes) -> int:
-    """The length of the response head at the start of ``data`` (as h11 delimits it), or -1
-    when the head is not complete."""
-    if data[:1] == b"\n":
-        return 1
-    if data[:2] == b"\r\n":
-        return 2
-    match = _BLANK_LINE.search(data)
-    return -1 if match is None else match.end()
-
-
-def _is_chunked(head: h11.Response, method: bytes) -> bool:
-    """Whether h11 frames the body of ``head`` (the reply to ``method``) as chunked."""
-    if head.status_code in (204, 304) or method in _NO_BODY_METHODS:
-        return False
-    return any(name == b"transfer-encoding" for name, _ in head.headers)
-
-
-@attrs.frozen
-class Origin:
-    """Scheme, host and port of the server a transport talks to."""
-
-    scheme: str
-    host: str
-    port: int
-
-    @classmethod
-    def from_url(cls, url: str) -> Origin:
-        """The origin of an absolute ``http`` or ``https`` URL.
-
-        Raises:
-            ConfigError: the URL is not an absolute http(s) URL with a host.
-        """
-        try:
-            parts = urlsplit(url)
-            port = parts.port
-        except ValueError as exc:
-            raise ConfigError(f"invalid URL {url!r}: {exc}") from exc
-        scheme = parts.scheme.lower()
-        if scheme not in _DEFAULT_PORTS:
-            raise ConfigError(f"URL {url!r} must start with http:// or https://")
-        host = parts.hostname
-        if not host:
-            raise ConfigError(f"URL {url!r} has no host")
-        return cls(scheme, host, _DEFAULT_PORTS[scheme] if port is None else port)
-
-    @property
-    def authority(self) -> str:
-        """``host[:port]`` as it appears in URLs and the ``Host`` header."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        if self.port == _DEFAULT_PORTS[self.scheme]:
-            return host
-        return f"{host}:{self.port}"
-
-    def __str__(self) -> str:
-        return f"{self.scheme}://{self.authority}"
 
 
 @attrs.frozen
@@ -201,7 +125,7 @@ class _Connection:
     TLS connections go through ``trio.SSLStream``.
     """
 
-    __slots__ = ("after_stream", "eof", "h11", "sock", "tls")
+    __slots__ = ("after_stream", "h11", "sock", "tls")
 
     def __init__(
         self, sock: socket.socket | trio.socket.SocketType, tls: trio.SSLStream[Any] | None
@@ -210,7 +134,6 @@ class _Connection:
         """Plain: the stdlib socket used for I/O. TLS: the trio socket below the stream."""
         self.tls = tls
         self.h11 = h11.Connection(h11.CLIENT)
-        self.eof = False
         self.after_stream = False
         """Its last exchange was a streamed one (see ``LeanTransport._release``)."""
 
@@ -304,14 +227,6 @@ class _Connection:
         return True
 
 
-def _origin_prefixes(origin: Origin) -> tuple[str, ...]:
-    host = f"[{origin.host}]" if ":" in origin.host else origin.host
-    explicit = f"{origin.scheme}://{host}:{origin.port}"
-    if origin.port == _DEFAULT_PORTS[origin.scheme]:
-        return (f"{origin.scheme}://{host}", explicit)
-    return (explicit,)
-
-
 @functools.cache
 def _client_ssl_context(verify: bool) -> ssl.SSLContext:
     # Loading the system CA store is slow; contexts are shared by every transport.
@@ -329,21 +244,6 @@ def _describe(exc: BaseException) -> str:
     if cause is not None and isinstance(exc, trio.BrokenResourceError):
         text = f"{text}: {cause or type(cause).__name__}"
     return text
-
-
-def _decode_headers(head: h11.Response) -> list[tuple[str, str]]:
-    return [(n.decode("ascii"), v.decode("latin-1")) for n, v in head.headers]
-
-
-class _Encoded:
-    """A request turned into bytes, plus the stand-in request h11 is shown."""
-
-    __slots__ = ("body", "head", "standin")
-
-    def __init__(self, head: bytes, body: bytes | None, standin: h11.Request) -> None:
-        self.head = head
-        self.body = body
-        self.standin = standin
 
 
 class LeanTransport:
@@ -379,14 +279,11 @@ class LeanTransport:
             raise ConfigError(f"max_connections must be at least 1, not {max_connections}")
         self._max_reply = check_max_reply_bytes(max_reply_bytes)
         self._origin = origin
-        self._prefixes = _origin_prefixes(origin)
-        self._host_line = f"\r\nhost: {origin.authority.encode('idna').decode('ascii')}\r\n"
+        self._encode = RequestEncoder(origin).encode
         self._max_idle = max_connections
         self._ssl: ssl.SSLContext | None = None
         if origin.scheme == "https":
             self._ssl = ssl_context if ssl_context is not None else _client_ssl_context(verify)
-        self._standins: dict[str, h11.Request] = {}
-        self._known_names: set[str] = set()
         self._idle: list[_Connection] = []
         self._opened = 0
         self._discarded = 0
@@ -403,78 +300,6 @@ class LeanTransport:
     def origin(self) -> Origin:
         """The server this transport talks to."""
         return self._origin
-
-    # ---- request encoding (pure) ----
-
-    def _target(self, url: str) -> str:
-        target: str | None = None
-        for prefix in self._prefixes:
-            if url.startswith(prefix):
-                rest = url[len(prefix) :]
-                if not rest:
-                    target = "/"
-                elif rest[0] == "/":
-                    target = rest
-                elif rest[0] == "?":
-                    target = "/" + rest
-                break
-        if target is None:
-            # Not in the canonical spelling (case, default port written out...): parse it.
-            try:
-                same = Origin.from_url(url) == self._origin
-            except ConfigError:
-                same = False
-            if not same:
-                raise TransportError(
-                    _REFUSED, f"{url!r} is not on this transport's origin {self._origin}"
-                )
-            parts = urlsplit(url)
-            target = parts.path or "/"
-            if parts.query:
-                target = f"{target}?{parts.query}"
-        if _BAD_TARGET.search(target) is not None:
-            raise TransportError(_REFUSED, f"the URL {url!r} is not percent-encoded")
-        return target
-
-    def _standin(self, method: str) -> h11.Request:
-        standin = self._standins.get(method)
-        if standin is None:
-            if HEADER_NAME.fullmatch(method) is None:
-                raise TransportError(_REFUSED, f"invalid HTTP method {method!r}")
-            standin = h11.Request(method=method, target="/", headers=[("host", "standin")])
-            if len(self._standins) < _MAX_KNOWN_NAMES:
-                self._standins[method] = standin
-        return standin
-
-    def _encode(self, request: HttpRequest) -> _Encoded:
-        method = request.method
-        standin = self._standin(method)
-        body = request.body
-        known = self._known_names
-        lines = [method, " ", self._target(request.url), " HTTP/1.1", self._host_line]
-        for name, value in request.headers:
-            if name in _OWN_HEADERS:
-                continue
-            if name not in known:
-                if HEADER_NAME.fullmatch(name) is None:
-                    raise TransportError(_REFUSED, f"invalid header name {name!r}")
-                if len(known) < _MAX_KNOWN_NAMES:
-                    known.add(name)
-            if BAD_HEADER_VALUE.search(value) is not None:
-                raise TransportError(_REFUSED, f"invalid character in header {name!r}")
-            lines += (name, ": ", value, "\r\n")
-        if body or (method != "GET" and method != "HEAD"):  # noqa: PLR1714
-            lines += ("content-length: ", str(len(body)), "\r\n")
-        lines.append("\r\n")
-        try:
-            head = "".join(lines).encode("latin-1")
-        except UnicodeEncodeError as exc:
-            raise TransportError(_REFUSED, f"header values must be latin-1: {exc}") from exc
-        if not body:
-            return _Encoded(head, None, standin)
-        if len(body) < _JOIN_LIMIT:
-            return _Encoded(head + body, None, standin)
-        return _Encoded(head, body, standin)
 
     # ---- connections ----
 
@@ -549,7 +374,7 @@ class LeanTransport:
             except BaseException:
                 exchange.abandon()
                 raise
-            return HttpResponse(head.status_code, _decode_headers(head), body)
+            return HttpResponse(head.status_code, decode_headers(head), body)
         raise exchange.timed_out()
 
     def open_stream(self, request: HttpRequest, timeouts: Timeouts) -> _LeanStreamContext:
@@ -593,15 +418,12 @@ class _Exchange:
     """
 
     __slots__ = (
-        "chunked",
         "conn",
         "deadline",
-        "held",
-        "left",
         "limit",
         "phase",
+        "reader",
         "scope",
-        "started",
         "streamed",
         "timeouts",
         "transport",
@@ -614,19 +436,18 @@ class _Exchange:
         self.deadline = math.inf if total is None else trio.current_time() + total
         self.scope = trio.CancelScope(deadline=self.deadline)
         self.conn: _Connection | None = None
-        self.started = False
+        self.reader: ResponseReader | None = None
+        """The response on :attr:`conn` (a retry on a fresh connection gets a new one)."""
         self.streamed = False
         """The body is handed over as it arrives (``open_stream``)."""
         self.phase = "sending the request"
         self.limit = "total"
-        self.held = b""
-        """Response bytes received but not given to h11 (nor to :attr:`chunked`) yet."""
-        self.chunked: ChunkedBody | None = None
-        """The decoder of a chunked body until its last chunk; ``None`` when h11 reads."""
-        cap = transport._max_reply
-        self.left = math.inf if cap is None else cap
-        self.streamed = False
-        """Body bytes this exchange may still receive."""
+
+    @property
+    def started(self) -> bool:
+        """Whether any byte of the response arrived."""
+        reader = self.reader
+        return reader is not None and reader.started
 
     def arm(self, seconds: float | None, limit: str) -> None:
         """Bound the next I/O call by ``seconds`` (and the total deadline)."""
@@ -654,15 +475,6 @@ class _Exchange:
             self.conn = None
             self.transport._discard(conn)
 
-    def protocol_error(self, conn: _Connection, exc: h11.ProtocolError) -> TransportError:
-        started = self.started
-        if conn.eof:
-            where = "inside the response" if started else "before responding"
-            return TransportError(
-                "closed", f"the server closed the connection {where}", response_started=started
-            )
-        return TransportError("protocol", f"malformed response: {exc}", response_started=started)
-
     async def _write(self, conn: _Connection, data: bytes) -> None:
         try:
             # A request usually fits in the socket buffer at once; the time limit is only
@@ -674,12 +486,8 @@ class _Exchange:
         except _IO_ERRORS as exc:
             raise TransportError("write", f"sending the request failed: {_describe(exc)}") from exc
 
-    async def fill(self, conn: _Connection, wait_first: bool = False) -> None:
-        """Feed the next bytes from the socket (or its end) to h11."""
-        conn.h11.receive_data(await self.receive(conn, wait_first))
-
-    async def receive(self, conn: _Connection, wait_first: bool = False) -> bytes:
-        """The next bytes from the socket (``b""`` at its end)."""
+    async def fill(self, conn: _Connection, reader: ResponseReader, wait_first: bool) -> None:
+        """Feed ``reader`` the next bytes from the socket (``b""`` at its end)."""
         self.arm(self.timeouts.read, "read")
         try:
             data = await conn.receive_some(wait_first)
@@ -687,73 +495,40 @@ class _Exchange:
             raise TransportError(
                 "read",
                 f"receiving the response failed: {_describe(exc)}",
-                response_started=self.started,
+                response_started=reader.started,
             ) from exc
-        if data:
-            self.started = True
-        else:
-            conn.eof = True
-        return data
+        reader.feed(data)
 
-    async def _send_and_read_head(self, conn: _Connection, encoded: _Encoded) -> h11.Response:
-        state = conn.h11
-        state.send(encoded.standin)
-        state.send(_END)
+    async def _send_and_read_head(self, conn: _Connection, encoded: EncodedRequest) -> h11.Response:
+        reader = self.reader = ResponseReader(conn.h11, encoded.standin, self.transport._max_reply)
         self.phase = "sending the request"
-        await self._write(conn, encoded.head)
-        if encoded.body is not None:
-            await self._write(conn, encoded.body)
-        self.phase = "waiting for the response"
-        data = await self.receive(conn, wait_first=True)
-        cut = _head_end(data) if data and not state.trailing_data[0] else -1
-        if cut < 0:
-            state.receive_data(data)
-        else:  # h11 gets the head; the body waits (see the module docstring)
-            state.receive_data(data[:cut])
-            self.held = data[cut:]
-        while True:
+        try:
+            await self._write(conn, encoded.head)
+            if encoded.body is not None:
+                await self._write(conn, encoded.body)
+        except TransportError as failed:  # the server may have answered early (module docstring)
+            conn.h11.send_failed()
+            self.phase = "waiting for the response"
             try:
-                got = state.next_event()
-            except h11.ProtocolError as exc:
-                raise self.protocol_error(conn, exc) from exc
-            if got is _NEED_DATA:
-                await self.fill(conn)
-            elif type(got) is h11.Response:
-                self.phase = "reading the body"
-                self._check_announced(got)
-                if _is_chunked(got, encoded.standin.method) and not state.trailing_data[0]:
-                    self.chunked = ChunkedBody()  # h11 has seen no body byte
-                elif self.held:
-                    state.receive_data(self.held)
-                    self.held = b""
-                return got
-            elif type(got) is h11.InformationalResponse and self.held:
-                state.receive_data(self.held)  # more heads follow: h11 reads everything
-                self.held = b""
-            elif type(got) is not h11.InformationalResponse:
-                raise TransportError(
-                    "protocol", f"unexpected {got!r} before the response", response_started=True
-                )
+                return await self._read_head(conn, reader, wait_first=False)
+            except TransportError:
+                raise failed from None
+        self.phase = "waiting for the response"
+        return await self._read_head(conn, reader, wait_first=True)
 
-    def _count(self, size: int) -> None:
-        """Count ``size`` more body bytes against the reply cap."""
-        self.left -= size
-        if self.left < 0:
-            cap = self.transport._max_reply
-            assert cap is not None
-            raise reply_too_large(cap, cap - int(self.left))
+    async def _read_head(
+        self, conn: _Connection, reader: ResponseReader, *, wait_first: bool
+    ) -> h11.Response:
+        await self.fill(conn, reader, wait_first)
+        got = reader.next_event()
+        while got is NEED_DATA:
+            await self.fill(conn, reader, False)
+            got = reader.next_event()
+        assert type(got) is h11.Response  # nothing else comes before the head
+        self.phase = "reading the body"
+        return got
 
-    def _check_announced(self, head: h11.Response) -> None:
-        cap = self.transport._max_reply
-        if cap is None:
-            return
-        for name, value in head.headers:
-            if name == b"content-length":
-                size = int(value)  # h11 accepts only digits here
-                if size > cap:
-                    raise reply_too_large(cap, size, announced=True)
-
-    async def start(self, encoded: _Encoded) -> h11.Response:
+    async def start(self, encoded: EncodedRequest) -> h11.Response:
         """Send the request and read the response head, retrying once on a fresh connection
         when a reused one turns out to be dead."""
         transport = self.transport
@@ -784,8 +559,8 @@ class _Exchange:
         return await self._read(to_end=True)
 
     async def read_available(self) -> bytes:
-        """Every body byte h11 can decode now, reading from the socket only if there is none;
-        ``b""`` at the end of the body (the connection is then given back)."""
+        """Every body byte that can be decoded now, reading from the socket only if there is
+        none; ``b""`` at the end of the body (the connection is then given back)."""
         if self.conn is None:
             await trio.lowlevel.checkpoint()
             return b""
@@ -794,94 +569,47 @@ class _Exchange:
     async def _read(self, *, to_end: bool) -> bytes:
         """Body bytes up to the end of the body (``to_end``), or else as soon as there are
         some; at the end of the body the connection is given back."""
-        conn = self.conn
+        conn, reader = self.conn, self.reader
         assert conn is not None
-        state = conn.h11
+        assert reader is not None
         pieces: list[bytes] = []
-        body = self.chunked
-        if body is not None:
-            while True:
-                data = self.held
-                if data:
-                    self.held = b""
-                else:
-                    if pieces and not to_end:
-                        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
-                    data = await self.receive(conn)
-                    if not data:
-                        raise TransportError(
-                            "closed",
-                            "the server closed the connection inside the response",
-                            response_started=True,
-                        )
-                piece = body.feed(data)
-                if piece:
-                    self._count(len(piece))
-                    pieces.append(piece)
-                if body.ended:  # h11 reads the last chunk, the trailer and the end
-                    self.chunked = None
-                    state.receive_data(body.rest)
-                    break
         while True:
-            try:
-                got = state.next_event()
-            except h11.ProtocolError as exc:
-                raise self.protocol_error(conn, exc) from exc
-            if got is _NEED_DATA:
+            got = reader.next_event()
+            if got is NEED_DATA:
                 if pieces and not to_end:
-                    return b"".join(pieces)
-                await self.fill(conn)
-            elif type(got) is h11.Data:
-                data = got.data
-                self._count(len(data))
-                pieces.append(data)
-            elif type(got) is h11.EndOfMessage:
+                    break
+                await self.fill(conn, reader, False)
+            elif got is END:
                 self.conn = None
                 self.transport._release(conn, streamed=self.streamed)
-                return b"".join(pieces)
+                break
             else:
-                raise TransportError(
-                    "protocol", f"unexpected {got!r} in the response", response_started=True
-                )
+                pieces.append(cast(bytes, got))
+        return b"".join(pieces)  # one bytes piece is returned as it is, h11's bytearray copied
 
     def finish(self) -> None:
         """Give the connection back if the rest of the body has already arrived, else close it.
 
         A streaming caller usually stops at the last event of the body (``data: [DONE]``)
-        without asking for the end; the chunked terminator is then in h11's buffer or in the
-        socket's, and the connection can still be reused. Nothing here waits.
+        without asking for the end; the chunked terminator is then in the reader's buffer or
+        in the socket's, and the connection can still be reused. Nothing here waits.
         """
-        conn = self.conn
-        if conn is None:
+        conn, reader = self.conn, self.reader
+        if conn is None or reader is None:
             return
         self.conn = None
-        state = conn.h11
         try:
-            body = self.chunked
-            if body is not None:
-                self.chunked = None
-                data, self.held = self.held, b""
-                while not body.ended:
-                    if not data:
-                        data = conn.receive_now()
-                        if not data:
-                            raise TransportError("read", "the rest of the body has not arrived")
-                    body.feed(data)
-                    data = b""
-                state.receive_data(body.rest)
             while True:
-                got = state.next_event()
-                if got is _NEED_DATA:
+                got = reader.next_event()
+                if got is NEED_DATA:
                     data = conn.receive_now()
                     if not data:
                         break
-                    state.receive_data(data)
-                elif type(got) is h11.EndOfMessage:
+                    reader.feed(data)
+                elif got is END:
                     self.transport._release(conn, streamed=self.streamed)
                     return
-                elif type(got) is not h11.Data:
-                    break
-        except (h11.ProtocolError, TransportError, *_IO_ERRORS):
+        except (TransportError, *_IO_ERRORS):
             pass
         self.transport._discard(conn)
 
@@ -895,7 +623,7 @@ class _LeanResponseStream:
         self._exchange = exchange
         self._error: TransportError | None = None
         self.status: int = head.status_code
-        self.headers: Headers = tuple(_decode_headers(head))
+        self.headers: Headers = tuple(decode_headers(head))
 
     async def receive(self) -> bytes:
         """Every body byte that can be decoded now, waiting for more if there is none;

@@ -1,6 +1,7 @@
-"""The driver-side layers decide by the error table's row: the slot limiter's adaptive shrink,
-the rate budget's hold-back and the warm-up's verdict. Each is checked for every kind against
-the table, and against a flipped row in a test-local copy of it."""
+"""The layers above the core decide by the error table's row: the slot limiter's adaptive
+shrink, the rate budget's hold-back, the warm-up's verdict and the distributed workers' fleet
+pause (a pure decision: no server is needed to check it). Each is checked for every kind
+against the table, and against a flipped row in a test-local copy of it."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import trio
 from agentcore import BackendUnavailable, ErrorKind, ModelError, RetryPolicy, Task, open_driver
 from agentcore._core import error_policy
 from agentcore._core.error_policy import policy_of
+from agentcore._distributed.backoff import SharedBackoff
 from agentcore._driver.rate_limiter import RateLimiter
 from agentcore._driver.slot_limiter import SlotLimiter
 from agentcore._tasks.warmup import warm_up
@@ -97,3 +99,42 @@ async def test_warm_up_follows_a_flipped_row(
     flip(monkeypatch, ErrorKind.AUTH, "fatal_at_warm_up")
     assert await _warm_up_stops(ErrorKind.SERVER)
     assert not await _warm_up_stops(ErrorKind.AUTH)
+
+
+class _PauseRecorder:
+    """A stand-in for a distributed batch's connection: no pause is published yet, and each
+    PAUSE script call is recorded."""
+
+    def __init__(self) -> None:
+        self.pauses: list[list[str]] = []
+
+    async def command(self, *args: Any) -> Any:
+        return -2  # PTTL of a missing key
+
+    async def script(self, name: str, keys: list[str], args: list[str]) -> Any:
+        self.pauses.append([name, *keys, *args])
+        return 1
+
+
+async def _published_pause(kind: ErrorKind) -> bool:
+    conn = _PauseRecorder()
+    error = ModelError(kind, "x", retryable=True, retry_after=2.0)
+    backoff = SharedBackoff(ScriptedModel([error]), conn, "pause")  # type: ignore[arg-type]
+    await backoff.exchange(CallModel("r", ()))
+    assert conn.pauses in ([], [["PAUSE", "pause", "2000"]])
+    return bool(conn.pauses)
+
+
+@pytest.mark.parametrize("kind", ALL_KINDS)
+async def test_a_distributed_worker_pauses_the_fleet_on_the_kinds_whose_row_says_so(
+    kind: ErrorKind,
+) -> None:
+    # The shared back-off's decision is pure: no server is needed to check it.
+    assert await _published_pause(kind) is policy_of(kind).pauses_fleet
+
+
+async def test_the_fleet_pause_follows_a_flipped_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    flip(monkeypatch, ErrorKind.SERVER, "pauses_fleet")
+    flip(monkeypatch, ErrorKind.RATE_LIMITED, "pauses_fleet")
+    assert await _published_pause(ErrorKind.SERVER)
+    assert not await _published_pause(ErrorKind.RATE_LIMITED)

@@ -219,7 +219,7 @@ ledger_steps = st.lists(
 
 @settings(max_examples=300, deadline=None)
 @given(limits=limits_strategy, steps=ledger_steps)
-def test_a_ledger_that_checks_before_each_start_never_starts_past_a_count_limit(
+def test_a_ledger_that_reserves_before_each_start_never_starts_past_a_count_limit(
     limits: UsageLimits, steps: list[tuple[int, int] | None]
 ) -> None:
     ledger = BatchLedger(limits)
@@ -227,21 +227,79 @@ def test_a_ledger_that_checks_before_each_start_never_starts_past_a_count_limit(
         if step is None:
             if ledger.check_tool_call() is None:
                 ledger.start_tool_call()
-        elif ledger.check_request() is None:
-            before = ledger.tally()
-            assert exhausted(limits, before, "batch") is None
-            ledger.start_request()
-            ledger.end_request(Usage(*step))
+        elif ledger.reserve(0, 0) is None:
+            ledger.settle(0, 0, Usage(*step))
     tally = ledger.tally()
     assert limits.requests is None or tally.requests <= limits.requests
     assert limits.tool_calls is None or tally.tool_calls <= limits.tool_calls
-    # Tokens pass a limit by at most the last request's use (20 here).
+    # Reserving nothing, tokens pass a limit by at most the last request's use (20 here).
     for limit, used in (
         (limits.input_tokens, tally.input_tokens),
         (limits.output_tokens, tally.output_tokens),
         (limits.total_tokens, tally.input_tokens + tally.output_tokens),
     ):
         assert limit is None or used < limit + 40
+
+
+# Requests side by side: start one with a reservation (input, output) and the tokens it will
+# really use, or end the one in flight at a given position.
+_start = st.tuples(
+    st.just("start"), st.integers(0, 30), st.integers(0, 30), st.integers(0, 40), st.integers(0, 40)
+)
+_end = st.tuples(st.just("end"), st.integers(0, 10))
+concurrent_steps = st.lists(st.one_of(_start, _end), max_size=60)
+
+
+@settings(max_examples=400, deadline=None)
+@given(limits=limits_strategy, steps=concurrent_steps)
+def test_a_batch_passes_a_token_limit_only_by_what_requests_use_beyond_their_reservations(
+    limits: UsageLimits, steps: list[tuple[Any, ...]]
+) -> None:
+    ledger = BatchLedger(limits)
+    flying: list[tuple[int, int, int, int]] = []
+    beyond_in = beyond_out = 0  # tokens used past the reservations, over settled requests
+    for step in steps:
+        if step[0] == "start":
+            _, held_in, held_out, used_in, used_out = step
+            if ledger.reserve(held_in, held_out) is None:
+                flying.append((held_in, held_out, used_in, used_out))
+        elif flying:
+            held_in, held_out, used_in, used_out = flying.pop(step[1] % len(flying))
+            ledger.settle(held_in, held_out, Usage(used_in, used_out))
+            beyond_in += max(0, used_in - held_in)
+            beyond_out += max(0, used_out - held_out)
+        tally = ledger.tally()
+        held_in_all, held_out_all = ledger.held
+        assert (held_in_all, held_out_all) == (
+            sum(f[0] for f in flying),
+            sum(f[1] for f in flying),
+        )
+        for limit, committed, beyond in (
+            (limits.input_tokens, tally.input_tokens + held_in_all, beyond_in),
+            (limits.output_tokens, tally.output_tokens + held_out_all, beyond_out),
+            (
+                limits.total_tokens,
+                tally.input_tokens + tally.output_tokens + held_in_all + held_out_all,
+                beyond_in + beyond_out,
+            ),
+        ):
+            assert limit is None or committed <= limit + beyond
+    assert limits.requests is None or ledger.tally().requests <= limits.requests
+
+
+def test_a_request_that_does_not_fit_beside_those_in_flight_is_refused_and_reserves_nothing() -> (
+    None
+):
+    ledger = BatchLedger(UsageLimits(total_tokens=1_000))
+    assert ledger.reserve(300, 300) is None
+    assert ledger.reserve(200, 100) is None  # 900 committed
+    over = ledger.reserve(50, 60)
+    assert over == BudgetExceeded(Budget.TOTAL_TOKENS, "batch", 1_000, 1_010)
+    assert ledger.held == (500, 400)
+    assert ledger.tally().requests == 2
+    ledger.settle(300, 300, Usage(100, 20))  # the first used far less than it reserved
+    assert ledger.reserve(50, 60) is None
+    assert ledger.held == (250, 160)
 
 
 @settings(max_examples=200, deadline=None)
@@ -254,9 +312,8 @@ def test_the_ledger_keeps_the_first_budget_found_without_room(
     for step in steps:
         if step is None:
             ledger.start_tool_call()
-        else:
-            ledger.start_request()
-            ledger.end_request(Usage(*step))
+        elif ledger.reserve(0, 0) is None:
+            ledger.settle(0, 0, Usage(*step))
         found = ledger.check_run()
         first = first or found
         assert ledger.exceeded == first

@@ -31,7 +31,7 @@ def budget_of(result: Result) -> Any:
     return result.error.budget
 
 
-async def test_a_spent_batch_budget_starts_no_new_run_and_lets_running_ones_finish(
+async def test_a_spent_batch_budget_starts_no_new_run_and_sends_no_request_past_it(
     autojump_clock: Any,
 ) -> None:
     nap = nap_tool(1.0)
@@ -46,20 +46,24 @@ async def test_a_spent_batch_budget_starts_no_new_run_and_lets_running_ones_fini
         ) as results,
     ):
         received = sorted([r async for r in results], key=lambda r: r.index)
-    # Agent 0 uses 2 requests; agent 1 starts (2 < 3) and finishes (4 in all); no more start.
-    assert [r.status for r in received] == ["ok", "ok", "failed", "failed", "failed"]
-    assert len(model.calls) == 4
-    for result in received[2:]:
+    # Agent 0 uses 2 requests; agent 1 starts (2 < 3) and sends its first request (the 3rd);
+    # its second would pass the limit, so it is not sent and agent 1 ends on the budget; no
+    # agent starts after it.
+    assert [r.status for r in received] == ["ok", "failed", "failed", "failed", "failed"]
+    assert len(model.calls) == 3
+    assert received[1].turns == 1
+    for result in received[1:]:
         exceeded = budget_of(result)
         assert (exceeded.budget, exceeded.scope, exceeded.limit, exceeded.used) == (
             Budget.REQUESTS,
             "batch",
             3,
-            4,
+            3,
         )
+    for result in received[2:]:
         assert result.turns == 0
         assert result.transcript[0].content == f"task {result.index}"  # type: ignore[union-attr]
-    assert driver.statistics().runs_failed == 3
+    assert driver.statistics().runs_failed == 4
 
 
 async def test_a_spent_batch_budget_in_cancel_mode_ends_the_running_agents_at_once(
@@ -92,7 +96,7 @@ async def test_a_spent_batch_budget_in_cancel_mode_ends_the_running_agents_at_on
         assert (exceeded.budget, exceeded.scope) == (Budget.TOOL_CALLS, "batch")
 
 
-async def test_a_token_budget_in_cancel_mode_cancels_once_the_tokens_are_spent(
+async def test_a_request_whose_prompt_alone_passes_a_token_budget_is_never_sent(
     autojump_clock: Any,
 ) -> None:
     model = ScriptedModel(
@@ -108,7 +112,7 @@ async def test_a_token_budget_in_cancel_mode_cancels_once_the_tokens_are_spent(
         ]
     assert {r.status for r in results} == {"failed"}
     assert {budget_of(r).budget for r in results} == {Budget.INPUT_TOKENS}
-    assert len(model.calls) == 3  # the first requests were in flight; none came after
+    assert model.calls == []  # no prompt fits a one-token budget: nothing was sent
 
 
 async def _stream_all(driver: Any, loops: list[Any], budget: UsageLimits) -> Any:
@@ -224,3 +228,36 @@ def test_a_cancel_mode_batch_never_starts_past_its_count_limits_and_every_input_
         tool_calls is None or tool_calls >= calls_per_turn * agents
     ):
         assert all(r.status == "ok" for r in received)
+
+
+@pytest.mark.parametrize("on_budget", ["finish", "cancel"])
+async def test_a_batch_token_budget_is_passed_only_by_what_requests_in_flight_use_beyond_their_reservations(
+    autojump_clock: Any, on_budget: str
+) -> None:
+    # 200 agents with a 2,000-token batch budget (each agent needs about 20), 8 slots. Each
+    # request's tokens are reserved
+    # before it is sent (its prompt estimated, its reply at the batch's mean so far), so the
+    # batch passes the limit at most by what the requests in flight use beyond their
+    # reservations: here at most a reply's tokens plus one prompt token each (the scripted
+    # model counts about four characters per token, as the estimate does).
+    nap = nap_tool(1.0)
+    model = ScriptedModel(tool_then_answer("nap", lambda call: {"key": "k"}), latency=1.0)
+    slots = 8
+    async with (
+        open_driver(model, tools=[nap], max_inflight=slots) as driver,
+        driver.stream(
+            (make_loop(i, [nap]) for i in range(200)),
+            budget=UsageLimits(total_tokens=2_000),
+            on_budget=on_budget,  # type: ignore[arg-type]
+        ) as results,
+    ):
+        received = [r async for r in results]
+    used = sum(r.usage.prompt_tokens + r.usage.completion_tokens for r in received)
+    largest_reply = max(r.usage.completion_tokens for r in received if r.turns)
+    assert used <= 2_000 + slots * (largest_reply + 1)
+    assert used > 2_000 - 2 * slots * 20  # the budget was spent, not refused early
+    assert any(r.status == "ok" for r in received)
+    refused = [r for r in received if r.status == "failed"]
+    assert refused
+    assert {budget_of(r).budget for r in refused} == {Budget.TOTAL_TOKENS}
+    assert driver.limiter.statistics().in_use == 0

@@ -10,9 +10,14 @@ pure function of the two (:func:`exhausted`):
   ``used < limit``, so the count never passes the limit (:func:`tool_calls_exceed` checks a
   whole tool turn before any of its calls starts);
 - the token budgets (``INPUT_TOKENS``, ``OUTPUT_TOKENS``, ``TOTAL_TOKENS``) are checked before
-  each request: the next request is made only while ``used < limit``. The tokens of a request
-  are known only once it has been answered, so the total can pass a token limit by the use of
-  the one request that crossed it, never by more.
+  each request. For a run, the next request is made only while ``used < limit``: the tokens of
+  a request are known only once it has been answered, so a run's total can pass a token limit
+  by the use of the one request that crossed it, never by more. A batch's requests run side
+  by side, so its ledger *reserves* each request's tokens before it is sent (an estimate of
+  its prompt, and its ``max_tokens`` or an estimate of its reply) and sends it only if the
+  tokens used plus those reserved by requests in flight plus this reservation fit the limit;
+  the reply then replaces the reservation with what was really used. A batch's total can pass
+  a token limit only by what the requests in flight use beyond their reservations.
 
 The agent loop checks a run's limits (``LoopConfig.limits``) before each model request and
 before each tool turn, and ends the run with ``Abort(BUDGET_EXHAUSTED)`` whose reason names
@@ -138,14 +143,24 @@ def tool_calls_exceed(
 class BatchLedger:
     """The usage of one batch, counted by the driver, checked against the batch's limits.
 
-    Pure bookkeeping (no clock, no I/O). The driver counts every request when it starts
-    (:meth:`start_request`) and its tokens when it ends (:meth:`end_request`), and every tool
-    call when it starts (:meth:`start_tool_call`). The ``check_*`` methods say whether a
-    budget has no room left for what the caller is about to start; the first budget found
-    without room is kept in :attr:`exceeded`.
+    Pure bookkeeping (no clock, no I/O). The driver reserves every request's tokens before
+    it is sent (:meth:`reserve`, which also counts the request) and settles the reservation
+    with the tokens the reply reports (:meth:`settle`), and counts every tool call when it
+    starts (:meth:`start_tool_call`). The ``check_*`` methods say whether a budget has no
+    room left for what the caller is about to start; the first budget found without room is
+    kept in :attr:`exceeded`.
     """
 
-    __slots__ = ("_input", "_limits", "_output", "_requests", "_tool_calls", "exceeded")
+    __slots__ = (
+        "_held_input",
+        "_held_output",
+        "_input",
+        "_limits",
+        "_output",
+        "_requests",
+        "_tool_calls",
+        "exceeded",
+    )
 
     def __init__(self, limits: UsageLimits) -> None:
         self._limits = limits
@@ -153,6 +168,8 @@ class BatchLedger:
         self._input = 0
         self._output = 0
         self._tool_calls = 0
+        self._held_input = 0
+        self._held_output = 0
         self.exceeded: BudgetExceeded | None = None
         """The first budget found without room, once one has been."""
 
@@ -161,8 +178,13 @@ class BatchLedger:
         """The batch's limits."""
         return self._limits
 
+    @property
+    def held(self) -> tuple[int, int]:
+        """Input and output tokens reserved by the requests in flight."""
+        return self._held_input, self._held_output
+
     def tally(self) -> UsageTally:
-        """What the batch has used so far."""
+        """What the batch has used so far (reservations not included)."""
         return UsageTally(self._requests, self._input, self._output, self._tool_calls)
 
     def _found(self, over: BudgetExceeded | None) -> BudgetExceeded | None:
@@ -185,14 +207,39 @@ class BatchLedger:
         """The first budget without room for anything more, if any: no new run should start."""
         return self.check_request() or self.check_tool_call()
 
-    def start_request(self) -> None:
-        """Count one model request (retries of it are not counted again)."""
-        self._requests += 1
+    def reserve(self, input_tokens: int, output_tokens: int) -> BudgetExceeded | None:
+        """Reserve a request's tokens and count it, if it fits; else the budget it does not fit.
 
-    def end_request(self, usage: Usage) -> None:
-        """Count the tokens of one answered request."""
-        self._input += usage.prompt_tokens
-        self._output += usage.completion_tokens
+        It fits when no budget is spent (:meth:`check_request`) and, for each token budget,
+        the tokens used plus those reserved by requests in flight plus this reservation do
+        not pass the limit. A refused request is not counted and reserves nothing.
+        """
+        over = self.check_request()
+        if over is not None:
+            return over
+        limits = self._limits
+        want_in = self._input + self._held_input + input_tokens
+        want_out = self._output + self._held_output + output_tokens
+        for budget, limit, want in (
+            (Budget.INPUT_TOKENS, limits.input_tokens, want_in),
+            (Budget.OUTPUT_TOKENS, limits.output_tokens, want_out),
+            (Budget.TOTAL_TOKENS, limits.total_tokens, want_in + want_out),
+        ):
+            if limit is not None and want > limit:
+                return self._found(BudgetExceeded(budget, "batch", limit, want))
+        self._held_input += input_tokens
+        self._held_output += output_tokens
+        self._requests += 1
+        return None
+
+    def settle(self, input_tokens: int, output_tokens: int, usage: Usage | None) -> None:
+        """Release a reservation made by :meth:`reserve`, counting the tokens the request
+        really used (``usage``; ``None`` when it got no reply)."""
+        self._held_input -= input_tokens
+        self._held_output -= output_tokens
+        if usage is not None:
+            self._input += usage.prompt_tokens
+            self._output += usage.completion_tokens
 
     def start_tool_call(self) -> None:
         """Count one tool call."""

@@ -20,6 +20,7 @@ attribute reads and never waits.
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 
 import attrs
@@ -27,7 +28,7 @@ import trio
 
 from .._core.error_policy import policy_of
 from .._core.events import CallModel, ModelFailed, ModelResponded
-from .._core.messages import AssistantMessage
+from .._core.messages import AssistantMessage, ToolSpec
 from .._core.ratebudget import RateBudget, RateObservation, Reservation, TokenEstimator
 
 __all__ = ["RateLimiter", "RateLimiterStatistics"]
@@ -53,7 +54,7 @@ class RateLimiterStatistics:
 
 
 def prompt_chars(call: CallModel) -> int:
-    """Characters of prompt ``call`` sends (messages and tool-call arguments)."""
+    """Characters of prompt ``call`` sends (messages, tool-call arguments and tool specs)."""
     total = 0
     for message in call.messages:
         if isinstance(message, AssistantMessage):
@@ -62,7 +63,15 @@ def prompt_chars(call: CallModel) -> int:
                 total += len(tool_call.arguments) + len(tool_call.name)
         else:
             total += len(message.content)
+    for spec in call.tools:
+        total += _spec_chars(spec)
     return total
+
+
+@functools.lru_cache(maxsize=1024)
+def _spec_chars(spec: ToolSpec) -> int:
+    """About the characters a tool's spec adds to a prompt (its name, description, schema)."""
+    return len(spec.name) + len(spec.description) + len(repr(spec.parameters))
 
 
 class _Waiter:

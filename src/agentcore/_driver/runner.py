@@ -205,13 +205,18 @@ class Runner:
                         parker = self.parker
                         assert parker is not None
                         if granted is None:
-                            if run.guard is not None:
-                                await run.guard.before_request(run, effect)
                             got = await parker.park(effect, run, self.wake)
                             if in_line(run, got):
                                 return None  # the line wakes the run into a worker
                             assert not isinstance(got, Parked)
                             granted = got
+                        if run.guard is not None:
+                            # Reserved once the slot is granted, just before it is sent.
+                            try:
+                                await run.guard.before_request(run, effect)
+                            except BaseException:
+                                parker.unused(granted)
+                                raise
                         event = await parker.send(effect, run, None, granted)
                         granted = None
                         if run.guard is not None:

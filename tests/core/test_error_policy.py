@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ast
 import inspect
+import itertools
+from pathlib import Path
 
 import attrs
 import pytest
@@ -234,3 +236,28 @@ def test_the_strategies_follow_a_flipped_row(data: st.DataObject) -> None:
         patch.setitem(error_policy._ROWS, ErrorKind.AUTH, row)
         error = data.draw(acst.model_errors(kinds=[ErrorKind.AUTH]))
     assert error.retryable
+
+
+# ----------------------------------------------------------------------------- the docs
+
+
+def test_the_table_in_the_driver_docs_is_the_error_table() -> None:
+    text = (Path(__file__).parents[2] / "docs" / "driver.md").read_text()
+    after = text[text.index("\n| kind | retried |") + 1 :].splitlines()
+    lines = list(itertools.takewhile(lambda line: line.startswith("|"), after))
+    header = lines[0]
+    names = [
+        cell.strip().replace(" ", "_").replace("-", "_") for cell in header.strip("|").split("|")
+    ][1:]
+    columns = {"retried": "retryable"}
+    assert sorted(columns.get(name, name) for name in names) == sorted(COLUMNS)
+    documented: dict[ErrorKind, KindPolicy] = {}
+    for line in lines[1:]:
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if set(cells[0]) <= {"-"}:
+            continue
+        kind = ErrorKind[cells[0].strip("`")]
+        assert kind not in documented, kind
+        flags = {columns.get(n, n): cell == "yes" for n, cell in zip(names, cells[1:], strict=True)}
+        documented[kind] = KindPolicy(**flags)
+    assert documented == dict(ERROR_POLICY)

@@ -19,6 +19,7 @@ from agentcore import (
     RetryScheduled,
     RunAborted,
     RunFinished,
+    RunStarted,
     StepEvent,
     ToolEnded,
     ToolStarted,
@@ -79,17 +80,24 @@ async def test_watching_a_run_gives_each_step_in_order(autojump_clock: Any) -> N
                 seen.append((trio.current_time(), step))
     events = [e for _, e in seen]
     assert names(events) == [
+        "run_started",
+        "request_queued",
         "request_started",
         "model_replied",
         "tool_started",
         "tool_ended",
+        "request_queued",
         "request_started",
         "model_replied",
         "run_finished",
     ]
-    assert all(e.run == 3 for e in events)
-    assert [t for t, _ in seen] == pytest.approx([0.0, 1.0, 1.0, 2.0, 2.0, 3.0, 3.0])
-    first, replied, started, ended, second, _, finished = events
+    opened = events[0]
+    assert isinstance(opened, RunStarted)
+    assert (opened.run, opened.index) == (0, 3)  # the driver's first run, input index 3
+    assert all(e.run == 0 for e in events)
+    times = [0.0, 0.0, 0.0, 1.0, 1.0, 2.0, 2.0, 2.0, 3.0, 3.0]
+    assert [t for t, _ in seen] == pytest.approx(times)
+    _, _, first, replied, started, ended, _, second, _, finished = events
     assert isinstance(first, RequestStarted)
     assert (first.turn, first.attempt, first.slot_wait) == (0, 1, 0.0)
     assert isinstance(replied, ModelReplied)
@@ -116,9 +124,17 @@ async def test_deltas_are_pushed_only_when_asked_for(autojump_clock: Any) -> Non
             plain = [e async for e in steps]
         async with driver.watch(make_loop(1), deltas=True) as steps:
             streamed = [e async for e in steps]
-    assert names(plain) == ["request_started", "model_replied", "run_finished"]
+    assert names(plain) == [
+        "run_started",
+        "request_queued",
+        "request_started",
+        "model_replied",
+        "run_finished",
+    ]
     deltas = [e for e in streamed if isinstance(e, ModelDelta)]
     assert names(streamed) == [
+        "run_started",
+        "request_queued",
         "request_started",
         *["model_delta"] * len(deltas),
         "model_replied",
@@ -139,19 +155,22 @@ async def test_retries_are_reported_with_error_and_delay(autojump_clock: Any) ->
     async with open_driver(model, retry=RETRY) as driver, driver.watch(make_loop(0)) as steps:
         events = [e async for e in steps]
     assert names(events) == [
+        "run_started",
+        "request_queued",
         "request_started",
         "retry_scheduled",
+        "request_queued",
         "request_started",
         "model_replied",
         "run_finished",
     ]
-    retry = events[1]
+    retry = events[3]
     assert isinstance(retry, RetryScheduled)
     assert (retry.attempt, retry.error.kind, retry.delay) == (1, ErrorKind.OVERLOADED, 2.0)
-    again = events[2]
+    again = events[5]
     assert isinstance(again, RequestStarted)
     assert (again.attempt, again.at) == (2, 3.0)
-    replied = events[3]
+    replied = events[6]
     assert isinstance(replied, ModelReplied)
     assert replied.attempts == 2
 
@@ -162,8 +181,14 @@ async def test_a_failed_model_request_ends_with_request_failed_then_run_aborted(
     model = ScriptedModel([ModelError(kind=ErrorKind.AUTH, message="no key")])
     async with open_driver(model) as driver, driver.watch(make_loop(0)) as steps:
         events = [e async for e in steps]
-    assert names(events) == ["request_started", "request_failed", "run_aborted"]
-    failed, aborted = events[1], events[2]
+    assert names(events) == [
+        "run_started",
+        "request_queued",
+        "request_started",
+        "request_failed",
+        "run_aborted",
+    ]
+    failed, aborted = events[-2], events[-1]
     assert isinstance(failed, RequestFailed)
     assert failed.error.kind is ErrorKind.AUTH
     assert isinstance(aborted, RunAborted)
@@ -272,8 +297,8 @@ async def test_leaving_the_watch_early_cancels_the_run(autojump_clock: Any) -> N
     async with open_driver(model) as driver:
         async with driver.watch(make_loop(0)) as steps:
             async for step in steps:
-                assert isinstance(step, RequestStarted)
-                break
+                if isinstance(step, RequestStarted):
+                    break
         assert driver.limiter.statistics().in_use == 0
         assert task_census() == 0
         assert trio.current_time() < 10.0
@@ -302,13 +327,19 @@ async def test_a_batch_pushes_every_runs_steps_to_one_sink_in_run_order(
         async with driver.stream(loops, steps=recorder) as results:
             done = [r async for r in results]
     assert len(done) == 5
+    run_ids = {e.index: e.run for e in recorder.events if isinstance(e, RunStarted)}
+    assert sorted(run_ids) == list(range(5))
+    assert len(set(run_ids.values())) == 5  # one id per run
     for index in range(5):
-        own = [e for e in recorder.events if e.run == index]
+        own = [e for e in recorder.events if e.run == run_ids[index]]
         assert names(own) == [
+            "run_started",
+            "request_queued",
             "request_started",
             "model_replied",
             "tool_started",
             "tool_ended",
+            "request_queued",
             "request_started",
             "model_replied",
             "run_finished",
@@ -330,7 +361,12 @@ async def test_a_deadline_or_a_cancel_ends_the_watched_run_with_run_aborted(
                 if isinstance(event, RequestStarted):
                     driver.cancel()
         assert driver.limiter.statistics().in_use == 0
-    assert [e.name for e in timed_out] == ["request_started", "run_aborted"]
+    assert [e.name for e in timed_out] == [
+        "run_started",
+        "request_queued",
+        "request_started",
+        "run_aborted",
+    ]
     end = timed_out[-1]
     assert isinstance(end, RunAborted)
     assert end.status == "failed"

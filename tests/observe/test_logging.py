@@ -101,8 +101,8 @@ async def test_each_layer_logs_to_its_own_logger_with_structured_fields(
         assert r.levelno == logging.INFO
         assert r.error_kind in {"rate_limited", "server", "overloaded"}  # type: ignore[attr-defined]
         assert r.wait > 0  # type: ignore[attr-defined]
-        assert r.agent is None or isinstance(r.agent, int)  # None: the prefix warm-up
-    assert any(isinstance(r.agent, int) for r in retries)  # type: ignore[attr-defined]
+        assert r.run is None or isinstance(r.run, int)  # type: ignore[attr-defined]  # None: the warm-up
+    assert any(isinstance(r.run, int) for r in retries)  # type: ignore[attr-defined]
     attempts = [r for r in driver if r.levelno == logging.DEBUG]
     assert attempts
     assert all(hasattr(r, "latency") and hasattr(r, "request_id") for r in attempts)

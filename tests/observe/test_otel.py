@@ -95,20 +95,19 @@ async def test_runs_requests_and_tools_become_genai_spans(spans: InMemorySpanExp
         if chat.parent is not None:
             assert chat.parent.span_id in run_ids
     assert sum(c.parent is None for c in chats) <= 1  # the prefix warm-up belongs to no run
-    # Tool calls: one span per execution plus one per call that joined it, linked to it.
-    executions = [t for t in tools if not t.links]
-    joined = [t for t in tools if t.links]
+    # Tool calls: one span per call, child of its run; its source says whether it ran the
+    # execution or shared one (coalesced), and an execution counts the calls it answered.
+    assert len(tools) == stats.tool_calls
+    executions = [t for t in tools if (t.attributes or {})["agentcore.tool.source"] == "executed"]
+    joined = [t for t in tools if (t.attributes or {})["agentcore.tool.source"] == "coalesced"]
     assert len(executions) == stats.tool_executions
     assert len(executions) + len(joined) == stats.tool_calls
     assert joined  # every agent asks the same thing at once: calls were coalesced
-    execution_ids = {e.context.span_id for e in executions}
-    for span in joined:
-        assert span.links[0].context.span_id in execution_ids
-        assert span.parent is not None and span.parent.span_id in run_ids
+    assert sum((e.attributes or {})["agentcore.tool.waiters"] for e in executions) == len(tools)
     for span in tools:
         attributes = span.attributes or {}
         assert attributes["gen_ai.tool.name"] == "lookup"
-        assert attributes["agentcore.tool.waiters"] >= 1
+        assert span.parent is not None and span.parent.span_id in run_ids
 
 
 async def test_retries_are_span_events_and_final_failures_set_error_status(
@@ -150,3 +149,56 @@ def test_importing_agentcore_and_running_without_otel_loads_no_opentelemetry() -
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+AGENT = agentcore.Agent(instructions="Use the lookup tool, then answer.", tools=[lookup])
+
+
+async def test_concurrent_agent_runs_on_one_driver_get_one_invoke_agent_span_each(
+    spans: InMemorySpanExporter,
+) -> None:
+    async with agentcore.open_driver(
+        "sim://", model="sim", tools=AGENT.tools, otel=True, config=SimConfig(speedup=20)
+    ) as driver:
+        results: list[agentcore.Result] = []
+
+        async def one(topic: str) -> None:
+            results.append(await AGENT.run(f"Topic: {topic}", driver=driver))
+
+        async with trio.open_nursery() as nursery:
+            for topic in ("a", "b", "c"):
+                nursery.start_soon(one, topic)
+        # Each run's span has ended by the time its result is back: before the driver closes.
+        runs = _by_operation(spans.get_finished_spans(), "invoke_agent")
+    assert [r.status for r in results] == ["ok"] * 3
+    assert len(runs) == 3  # every agent.run has index 0: one span each all the same
+    assert len({(r.attributes or {})["agentcore.run.id"] for r in runs}) == 3
+    assert all((r.attributes or {})["agentcore.agent.status"] == "ok" for r in runs)
+    assert all((r.attributes or {})["agentcore.agent.turns"] >= 2 for r in runs)
+    # Every request and tool span hangs under its own run's span.
+    run_ids = {r.context.span_id for r in runs}
+    children = [
+        s
+        for s in spans.get_finished_spans()
+        if (s.attributes or {}).get("gen_ai.operation.name") in {"chat", "execute_tool"}
+        and s.parent is not None
+    ]
+    assert {c.parent.span_id for c in children if c.parent is not None} == run_ids
+
+
+async def test_a_watched_run_ends_its_span_with_status_and_usage_when_it_ends(
+    spans: InMemorySpanExporter,
+) -> None:
+    async with agentcore.open_driver(
+        "sim://", model="sim", tools=AGENT.tools, otel=True, config=SimConfig(speedup=20)
+    ) as driver:
+        async with AGENT.watch("Topic: x", driver=driver) as steps:
+            [_ async for _ in steps]
+        assert steps.result is not None
+        runs = _by_operation(spans.get_finished_spans(), "invoke_agent")  # driver still open
+        assert len(runs) == 1
+        attributes = runs[0].attributes or {}
+        assert attributes["agentcore.agent.status"] == "ok"
+        assert attributes["agentcore.agent.turns"] == steps.result.turns
+        assert attributes["gen_ai.usage.input_tokens"] == steps.result.usage.prompt_tokens
+        assert attributes["gen_ai.usage.output_tokens"] == steps.result.usage.completion_tokens

@@ -241,7 +241,7 @@ def test_the_trace_writer_keeps_nothing_per_agent(tmp_path: Path) -> None:
     async def main() -> Any:
         model = ScriptedModel(lambda call: "done", latency=0.05, ttft=0.01)
         async with agentcore.open_driver(model, max_inflight=8, trace=trace) as driver:
-            writer = driver._observer
+            (writer,) = driver._listeners
             await agentcore.run_batch(task, range(agents), driver=driver)
             return writer
 
@@ -251,9 +251,33 @@ def test_the_trace_writer_keeps_nothing_per_agent(tmp_path: Path) -> None:
     assert len(writer._slots._free) <= 8
     assert writer._tools.used == 0
     assert writer._backoff_ends == []
+    assert writer._attempts == {}
+    assert writer._index == {}  # the runs going on: none once the batch is done
     events = _events(trace)
     assert sum(e["ph"] == "i" for e in events) == agents
     # The picture is bounded by its width: 5,000 attempts too short to draw apart merge.
     svg = agentcore.render_timeline(trace, tmp_path / "t.svg")
     assert svg.stat().st_size < 200_000
     assert " more)</title>" in svg.read_text()  # merged shapes say how many they hold
+
+
+def test_a_watched_run_has_its_end_event_in_the_trace(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.json"
+    agent = agentcore.Agent(instructions="Use the lookup tool, then answer.", tools=[lookup])
+
+    async def main() -> Any:
+        async with agentcore.open_driver(
+            "sim://", model="sim", tools=agent.tools, trace=trace, config=SimConfig(speedup=20)
+        ) as driver:
+            async with agent.watch("Topic: t1", driver=driver) as steps:
+                [_ async for _ in steps]
+            result = await agent.run("Topic: t2", driver=driver)
+            return steps.result, result
+
+    watched, ran = trio.run(main)
+    assert (watched.status, ran.status) == ("ok", "ok")
+    ends = [e for e in _events(trace) if e["ph"] == "i"]
+    assert [e["args"]["status"] for e in ends] == ["ok", "ok"]  # the watched run's end too
+    assert ends[0]["args"]["turns"] == watched.turns
+    finals = [e for e in _events(trace) if e["ph"] == "C" and e["name"] == "results"]
+    assert finals[-1]["args"] == {"ok": 2, "failed": 0, "cancelled": 0}

@@ -51,7 +51,11 @@ def _one_line(text: str) -> str:
 
 
 class ErrorKind(enum.Enum):
-    """Why a model request failed, as classified by a codec or the driver."""
+    """Why a model request failed, as classified by a codec or the driver.
+
+    What each kind means to every layer (retried, slows down, falls over...) is its row in
+    :data:`agentcore._core.error_policy.ERROR_POLICY`.
+    """
 
     RATE_LIMITED = "rate_limited"  #: 429 or equivalent; retryable
     OVERLOADED = "overloaded"  #: 529, 503, in-stream overload; retryable
@@ -64,7 +68,7 @@ class ErrorKind(enum.Enum):
     NOT_FOUND = "not_found"  #: 404; final
     TOO_LARGE = "too_large"  #: 413, context length exceeded; final
     QUOTA = "quota"  #: billing / quota exhausted; final
-    PROTOCOL = "protocol"  #: a reply that could not be decoded; final
+    PROTOCOL = "protocol"  #: a 2xx reply that could not be decoded; retryable (a 3xx: final)
     DEADLINE = "deadline"  #: the run's deadline passed; final
     REPLY_TOO_LARGE = "reply_too_large"  #: the reply body passed ``max_reply_bytes``; final
 

@@ -23,7 +23,7 @@ the adaptive limit does.
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
@@ -36,8 +36,8 @@ from .._core.events import CallModel, ModelFailed, ModelResponded
 from .._core.loop import AgentLoop
 from .._core.messages import Message, ModelParams, ToolSpec
 from .._core.results import Result
-from .._observe.observer import Observer
-from .._observe.steps import StepSink, StepStream, open_step_channel
+from .._observe.log_sink import LOGS
+from .._observe.steps import Listener, StepSink, StepStream, open_step_channel, tee
 from .._tools.executor import ToolExecutor
 from .._tools.spec import Tool
 from .._transports.model_client import ModelClient
@@ -72,7 +72,7 @@ class Driver:
         rates: RateLimiter,
         backend: Backend | None = None,
         deps: Any = None,
-        observer: Observer | None = None,
+        listeners: Sequence[Listener] = (),
     ) -> None:
         self._client = client
         self.backend = backend
@@ -82,13 +82,15 @@ class Driver:
         self._requests = requests
         self._rates = rates
         """The primary backend's request and token budgets."""
-        self._observer = observer
-        requests.observer = observer
-        executor.observer = observer
+        self._listeners = tuple(listeners)
+        """The driver's own listeners of every run and request (a trace file, OpenTelemetry),
+        closed with it."""
+        shared = tee(*self._listeners)
+        requests.sink = None if shared is None else tee(shared, LOGS)
         # Runs of result streams park for a slot without a task, except with model fallback,
         # whose runs wait in their tasks.
         parker = requests if isinstance(requests, ModelRequests) else None
-        self._runner = Runner(requests, parker, executor, deps, observer)
+        self._runner = Runner(requests, parker, executor, deps, shared)
         self.streams = StreamScheduler(self._runner, limiter.statistics().max_inflight)
         """The result streams (for the batch layer: groups of runs with their inputs)."""
         self._opened = trio.current_time()
@@ -250,8 +252,8 @@ class Driver:
         this when its block is left)."""
         self.cancel()
         self._closed_at = trio.current_time()
-        if self._observer is not None:
-            self._observer.close()
+        for listener in self._listeners:
+            listener.close()
 
     # ------------------------------------------------------------------------ model requests
 

@@ -25,7 +25,7 @@ import attrs
 from .._core.events import CallModel, ModelFailed, ModelResponded
 from .._core.fallback import FallbackPolicy
 from .._core.validators import optional_int_at_least, optional_nonempty_str
-from .._observe.observer import Observer
+from .._observe.steps import StepSink
 from .requests import ModelRequests, StreamSink
 from .runs import Run
 
@@ -75,14 +75,14 @@ class FallbackRequests:
         return tuple(self._names)
 
     @property
-    def observer(self) -> Observer | None:
-        """The observer every backend's request path reports to."""
-        return self._routes[0].observer
+    def sink(self) -> StepSink | None:
+        """Where every backend's request path reports requests made outside any run."""
+        return self._routes[0].sink
 
-    @observer.setter
-    def observer(self, observer: Observer | None) -> None:
+    @sink.setter
+    def sink(self, sink: StepSink | None) -> None:
         for requests in self._routes:
-            requests.observer = observer
+            requests.sink = sink
 
     async def send(
         self, call: CallModel, run: Run | None, sink: StreamSink | None = None

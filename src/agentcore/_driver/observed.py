@@ -1,28 +1,31 @@
-"""The driver's side of step events: deltas of one attempt, a tool call reported as it runs,
-and a run's last event."""
+"""The driver's side of step events: a run's first and last events, the deltas of one
+attempt, and a tool call reported as it runs."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import trio
 
 from .._core.events import Abort, CallModel, CallTool, Finish, ToolFailed, ToolReturned
+from .._observe.log_sink import failure_sink
 from .._observe.steps import (
     ModelDelta,
     RunAborted,
     RunFinished,
+    RunStarted,
     StepSink,
     ToolEnded,
-    ToolSource,
     ToolStarted,
 )
+from .._tools.executor import CallReport
 
 if TYPE_CHECKING:
     from .._codecs.codec import Delta
     from .._tools.context import RunContext
     from .._tools.executor import ToolExecutor
+    from .runs import Run
 
 
 class _StepDeltas:
@@ -33,7 +36,7 @@ class _StepDeltas:
     delivered = False
     """Deltas of an agent run are never a reason not to retry: observers see the attempt."""
 
-    def __init__(self, steps: StepSink, run: int, request_id: str, attempt: int) -> None:
+    def __init__(self, steps: StepSink, run: int | None, request_id: str, attempt: int) -> None:
         self._steps = steps
         self._run = run
         self._request_id = request_id
@@ -45,39 +48,75 @@ class _StepDeltas:
             push(ModelDelta(self._run, self._request_id, self._attempt, delta))
 
 
-def step_deltas(steps: StepSink, run: int, call: CallModel, attempt: int) -> _StepDeltas:
-    """The delta sink for one attempt of ``call`` in run ``run``."""
+def step_deltas(steps: StepSink, run: int | None, call: CallModel, attempt: int) -> _StepDeltas:
+    """The delta sink for one attempt of ``call`` in the run with id ``run``."""
     return _StepDeltas(steps, run, call.request_id, attempt)
 
 
-async def observed_tool_call(
+async def tool_call(
     executor: ToolExecutor,
-    steps: StepSink,
-    run: int,
+    run: Run,
     call: CallTool,
     context: Callable[[], RunContext[Any]] | None = None,
 ) -> ToolReturned | ToolFailed:
-    """``executor.call(call, context)``, reporting :class:`ToolStarted` and
-    :class:`ToolEnded`."""
+    """``executor.call(call, context)``, reporting :class:`ToolStarted` and :class:`ToolEnded`
+    to the run's step sink (a failed call's :class:`ToolEnded` to the log sink when the run
+    has none)."""
+    steps = run.steps
     started = trio.current_time()
-    steps.push(ToolStarted(run, call.call_id, call.name, call.arguments, started))
-    shared: list[str] = []
-    event = await executor.call(call, context, shared)
-    now = trio.current_time()
-    source: ToolSource = "cached" if "cached" in shared else "coalesced" if shared else "executed"
+    if steps is not None:
+        await steps.settle()
+        started = trio.current_time()
+        steps.push(ToolStarted(run.id, call.call_id, call.name, call.arguments, started))
+    report = CallReport()
+    event = await executor.call(call, context, report)
     if isinstance(event, ToolReturned):
-        content, error = event.content, None
-    else:
-        content, error = None, event.error
-    steps.push(ToolEnded(run, call.call_id, call.name, content, error, source, now - started, now))
+        if steps is not None:
+            now = trio.current_time()
+            steps.push(
+                ToolEnded(
+                    run.id,
+                    call.call_id,
+                    call.name,
+                    event.content,
+                    None,
+                    report.source,
+                    now - started,
+                    now,
+                    report.calls,
+                )
+            )
+        return event
+    now = trio.current_time()
+    failure_sink(steps).push(
+        ToolEnded(
+            run.id,
+            call.call_id,
+            call.name,
+            None,
+            event.error,
+            report.source,
+            now - started,
+            now,
+            report.calls,
+        )
+    )
     return event
 
 
-def run_ended(run: int, end: Finish | Abort, status: str, turns: int) -> RunFinished | RunAborted:
-    """The last event of a run."""
+def run_started(run: Run) -> None:
+    """Report the start of ``run`` to its sink (if it has one)."""
+    if run.steps is not None:
+        run.steps.push(RunStarted(run.id, run.index, run.started))
+
+
+def run_ended(run: Run, end: Finish | Abort, status: str) -> None:
+    """Report the end of ``run`` (a run that did not finish: to the log sink if it has no
+    sink)."""
     now = trio.current_time()
     if isinstance(end, Finish):
-        return RunFinished(run, end.output, end.usage, turns, now)
-    return RunAborted(
-        run, "cancelled" if status == "cancelled" else "failed", end.reason, end.usage, turns, now
-    )
+        if run.steps is not None:
+            run.steps.push(RunFinished(run.id, end.output, end.usage, run.turns, now))
+        return
+    aborted: Literal["failed", "cancelled"] = "cancelled" if status == "cancelled" else "failed"
+    failure_sink(run.steps).push(RunAborted(run.id, aborted, end.reason, end.usage, run.turns, now))

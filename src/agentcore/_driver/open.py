@@ -24,7 +24,7 @@ from .._core.fallback import FallbackPolicy
 from .._core.retry import RetryPolicy
 from .._core.slots import SlotPolicy
 from .._core.validators import check_choice
-from .._observe.observer import Observer, combine
+from .._observe.steps import Listener
 from .._observe.trace import TraceWriter
 from .._sim import SimConfig, open_sim_server
 from .._tools.executor import open_tool_executor
@@ -157,8 +157,8 @@ async def _open_fallbacks(
 
 def _observers(
     trace: str | os.PathLike[str] | None, otel: bool, model: str, client: ModelClient
-) -> Observer | None:
-    found: list[Observer] = []
+) -> list[Listener]:
+    found: list[Listener] = []
     if trace is not None:
         found.append(TraceWriter(trace, trio.current_time()))
     if otel:
@@ -170,7 +170,7 @@ def _observers(
             ) from None
         codec = getattr(client, "codec", None)
         found.append(OtelObserver(model=model, base_url=getattr(codec, "base_url", None)))
-    return combine(found)
+    return found
 
 
 def _fallback_requests(
@@ -338,7 +338,7 @@ async def open_driver(
             rates=rates,
             backend=configured,
             deps=deps,
-            observer=_observers(trace, otel, model, client) if trace is not None or otel else None,
+            listeners=_observers(trace, otel, model, client) if trace is not None or otel else (),
         )
         try:
             yield driver

@@ -11,16 +11,20 @@ again; the first success or the final failure ends the request. The model client
 for server or network failures (they come back classified), so the only exceptions here are
 cancellations, which release the slot on their way out.
 
+Every step is a step event (:mod:`agentcore._observe.steps`) pushed to one optional sink: the
+run's (``run.steps``), or :attr:`ModelRequests.sink` for requests made outside any run. With
+no sink nothing is built but the failure path's events (a retry, a request failed for good),
+which go to the log sink (:func:`~agentcore._observe.log_sink.failure_sink`).
+
 Statistics are bounded aggregates (counters and :class:`~agentcore._driver.stats.Distribution`
 sketches) plus a ring of the latest requests, so a driver kept open for days does not grow.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 import trio
 
@@ -30,9 +34,15 @@ from .._core.events import CallModel, ModelError, ModelFailed, ModelResponded
 from .._core.messages import Usage
 from .._core.ratebudget import Reservation
 from .._core.retry import RetryPolicy
-from .._observe.log import DRIVER
-from .._observe.observer import Observer
-from .._observe.steps import ModelReplied, RequestFailed, RequestStarted, RetryScheduled
+from .._observe.log_sink import failure_sink, run_sink
+from .._observe.steps import (
+    ModelReplied,
+    RequestFailed,
+    RequestQueued,
+    RequestStarted,
+    RetryScheduled,
+    StepSink,
+)
 from .._transports.deltas import stream_exchange
 from .._transports.model_client import ModelClient
 from .observed import step_deltas
@@ -46,35 +56,6 @@ __all__ = ["ModelRequests"]
 Granted = tuple[Slot, Reservation | None]
 """A slot taken for a request's first attempt, with its rate reservation."""
 
-_LOG = DRIVER
-
-
-def _fields(
-    call: CallModel, run: Run | None, attempt: int, error: ModelError | None
-) -> dict[str, Any]:
-    return {
-        "agent": None if run is None else run.index,
-        "request_id": call.request_id,
-        "attempt": attempt,
-        "error_kind": None if error is None else error.kind.value,
-        "status": None if error is None else error.status,
-    }
-
-
-def _log_attempt(
-    call: CallModel, run: Run | None, attempt: int, exchange: Exchange, latency: float
-) -> None:
-    event = exchange.event
-    error = event.error if isinstance(event, ModelFailed) else None
-    _LOG.debug(
-        "model request %s attempt %d: %s in %.3f s",
-        call.request_id,
-        attempt,
-        "ok" if error is None else error.kind.value,
-        latency,
-        extra={**_fields(call, run, attempt, error), "latency": latency, "ttft": exchange.ttft},
-    )
-
 
 class StreamSink(Protocol):
     """Where the deltas of a streamed request go (``Driver.generate_stream``)."""
@@ -85,6 +66,12 @@ class StreamSink(Protocol):
         ...
 
     async def __call__(self, deltas: Sequence[Delta]) -> None: ...
+
+
+def _queued(steps: StepSink, run: Run | None, call: CallModel) -> None:
+    run_id = None if run is None else run.id
+    now = trio.current_time()
+    steps.push(RequestQueued(run_id, call.request_id, call.hints.turn, call.params, now))
 
 
 class ModelRequests:
@@ -110,8 +97,9 @@ class ModelRequests:
         self._random = random
         self.stats = RequestTotals()
         """What was measured; model fallback makes every backend share one."""
-        self.observer: Observer | None = None
-        """Told about slot waits, attempts and back-offs (``None``: nobody listens)."""
+        self.sink: StepSink | None = None
+        """Where the step events of requests made outside any run go (``None``: nobody
+        listens but the log sink, see :func:`~agentcore._observe.log_sink.run_sink`)."""
 
     async def park(
         self, call: CallModel, run: Run, wake: Callable[[Run, Slot | None], object]
@@ -141,14 +129,15 @@ class ModelRequests:
         events, no rate limit known), with the rate ``reservation`` made for it.
 
         ``call`` may be only the priority of a request not built yet (a fresh loop's first,
-        :attr:`AgentLoop.opening_priority`): nothing observes it queueing then, and
-        ``run.pending_model`` must be set before the request is sent."""
+        :attr:`AgentLoop.opening_priority`), for a run without step events only: nothing
+        observes it queueing then, and ``run.pending_model`` must be set before the request is
+        sent."""
         if isinstance(call, int):
             priority = call
         else:
             priority = call.hints.priority
-            if self.observer is not None:
-                self.observer.queued(call, run.index, trio.current_time())
+            if run.steps is not None:
+                _queued(run.steps, run, call)
         slot = self._limiter.park(run.index, priority, wake, run)
         if isinstance(slot, Slot):
             return slot, reservation
@@ -171,151 +160,48 @@ class ModelRequests:
         """Make ``call`` through a slot, retrying as the policy allows; record its statistics.
 
         With ``sink``, each attempt is streamed into it, and a failure after a delta was
-        delivered is final. A run with step events (``run.steps``) reports each step there.
-        ``granted``: the slot and rate reservation of the first attempt, from :meth:`park`
-        (the slot is given back on every way out).
+        delivered is final. Each step is reported to the run's step sink (``run.steps``; for
+        a request outside any run, :attr:`sink`). ``granted``: the slot and rate reservation
+        of the first attempt, from :meth:`park` (the slot is given back on every way out).
         """
-        steps = None if run is None else run.steps
-        limiter = self._limiter
+        steps = self.sink if run is None else run.steps
+        if run is None and steps is None:
+            steps = run_sink()  # the log sink, while a DEBUG line would be seen
+        run_id = None if run is None else run.id
         first = trio.current_time()
-        owner = call.request_id if run is None else run.index
-        priority = call.hints.priority
         attempts = 0
         slot_wait = 0.0
-        observer = self.observer
-        token = None
         previous: ModelError | None = None
-        rates = self.rates
         while True:
-            if granted is not None:
-                slot, reservation = granted
-                granted = None
-            else:
-                if steps is not None:
-                    await steps.settle()
-                reservation = await rates.reserve(call)
-                if observer is not None:
-                    observer.queued(call, None if run is None else run.index, trio.current_time())
-                try:
-                    slot = await limiter.slot(owner, priority)
-                except BaseException:
-                    rates.unsent(reservation)
-                    raise
-            if reservation is None and rates.budget.limited:
-                # Limits became known (a reply's headers, a 429) while this request queued
-                # for its slot: give the slot back and wait for budget first, holding none.
-                slot_wait += slot.wait
-                limiter.release(slot)
-                continue
-            if reservation is None:
-                rates.blind += 1  # sent before any limit is known
+            slot, reservation, given_back = await self._take(call, run, steps, granted)
+            granted = None
             attempts += 1
-            if observer is not None:
-                # Now, not ``slot.granted_at``: a slot handed over at a release is granted before
-                # this task runs again, and a timeline lane must not start before it is free.
-                token = observer.attempt_started(
-                    call,
-                    None if run is None else run.index,
-                    attempts,
-                    slot.wait,
-                    trio.current_time(),
-                )
-            self.stats.attempts += 1
+            slot_wait += given_back + slot.wait
             if run is not None and attempts == 1:
                 run.turns += 1
-            slot_wait += slot.wait
-            try:
-                if steps is not None:
-                    assert run is not None
-                    steps.push(
-                        RequestStarted(
-                            run.index,
-                            call.request_id,
-                            call.hints.turn,
-                            attempts,
-                            slot.wait,
-                            slot.granted_at,
-                        )
-                    )
-                    if steps.deltas:
-                        sink = step_deltas(steps, run.index, call, attempts)
-                if sink is None:
-                    exchange = await self._client.exchange(call)
-                else:
-                    exchange = await stream_exchange(self._client, call, sink)
-            except BaseException:
-                limiter.release(slot)
-                if observer is not None:
-                    observer.attempt_ended(token, None, trio.current_time())
-                rates.cancelled(reservation)
-                raise
-            now = trio.current_time()
-            latency = now - slot.granted_at
+            exchange, now = await self._attempt(call, run, steps, sink, slot, reservation, attempts)
             event = exchange.event
-            rates.replied(call, reservation, event, exchange.rate)
-            if isinstance(event, ModelFailed):
-                limiter.release(slot, failed=event.error.kind, now=now)
-            else:
-                limiter.release(slot, succeeded=True, now=now)
-            if observer is not None:
-                observer.attempt_ended(token, exchange, now)
-            if _LOG.isEnabledFor(logging.DEBUG):
-                _log_attempt(call, run, attempts, exchange, latency)
-            if run is not None:
-                run.attempts += 1
-                run.model_time += latency
-                run.slot_wait += slot.wait
             if isinstance(event, ModelResponded):
                 break
-            deadline = trio.current_effective_deadline()
-            wait = self._retry.delay(
-                attempt=attempts,
-                error=event.error,
-                elapsed=now - first,
-                random=self._random,
-                remaining=None if deadline == math.inf else deadline - now,
-                previous=previous,
-            )
+            wait = self._retry_after(event.error, previous, attempts, now - first, now)
             previous = event.error
             if wait is None or (sink is not None and sink.delivered):
                 break
-            if _LOG.isEnabledFor(logging.INFO):
-                _LOG.info(
-                    "model request %s attempt %d failed (%s); retrying in %.2f s",
-                    call.request_id,
-                    attempts,
-                    event.error.kind.value,
-                    wait,
-                    extra={**_fields(call, run, attempts, event.error), "wait": wait},
-                )
-            if observer is not None:
-                observer.backoff(call, None if run is None else run.index, event.error, wait, now)
-            if steps is not None:
-                assert run is not None
-                steps.push(
-                    RetryScheduled(run.index, call.request_id, attempts, event.error, wait, now)
-                )
-            await trio.sleep(wait)
-        if isinstance(event, ModelFailed) and _LOG.isEnabledFor(logging.WARNING):
-            _LOG.warning(
-                "model request %s failed after %d attempt(s): %s: %s",
-                call.request_id,
-                attempts,
-                event.error.kind.value,
-                event.error.message,
-                extra=_fields(call, run, attempts, event.error),
+            failure_sink(steps).push(
+                RetryScheduled(run_id, call.request_id, attempts, event.error, wait, now)
             )
-        if observer is not None:
-            observer.request_ended(call, event, now)
-        if run is not None:
-            run.ttft += (exchange.ttft,)
-        if steps is not None:
-            assert run is not None
+            await trio.sleep(wait)
+        turn = call.hints.turn
+        if isinstance(event, ModelFailed):
+            failure_sink(steps).push(
+                RequestFailed(run_id, call.request_id, turn, attempts, event.error, now)
+            )
+        elif steps is not None:
             steps.push(
                 ModelReplied(
-                    run.index,
+                    run_id,
                     call.request_id,
-                    call.hints.turn,
+                    turn,
                     attempts,
                     event.message,
                     event.usage,
@@ -323,13 +209,111 @@ class ModelRequests:
                     exchange.ttft,
                     now,
                 )
-                if isinstance(event, ModelResponded)
-                else RequestFailed(
-                    run.index, call.request_id, call.hints.turn, attempts, event.error, now
-                )
             )
+        if run is not None:
+            run.ttft += (exchange.ttft,)
+        latency = now - slot.granted_at
         self._record(call, run, event, attempts, slot_wait, latency, now - first, exchange.ttft)
         return event
+
+    async def _take(
+        self, call: CallModel, run: Run | None, steps: StepSink | None, granted: Granted | None
+    ) -> tuple[Slot, Reservation | None, float]:
+        """A slot for the next attempt (``granted``: the one :meth:`park` took), with its rate
+        reservation and the waits of the slots given back to wait for rate budget first."""
+        rates = self.rates
+        given_back = 0.0
+        while True:
+            if granted is not None:
+                (slot, reservation), granted = granted, None
+            else:
+                if steps is not None:
+                    await steps.settle()
+                reservation = await rates.reserve(call)
+                if steps is not None:
+                    _queued(steps, run, call)
+                owner = call.request_id if run is None else run.index
+                try:
+                    slot = await self._limiter.slot(owner, call.hints.priority)
+                except BaseException:
+                    rates.unsent(reservation)
+                    raise
+            if reservation is None and rates.budget.limited:
+                # Limits became known (a reply's headers, a 429) while this request queued
+                # for its slot: give the slot back and wait for budget first, holding none.
+                given_back += slot.wait
+                self._limiter.release(slot)
+                continue
+            if reservation is None:
+                rates.blind += 1  # sent before any limit is known
+            return slot, reservation, given_back
+
+    async def _attempt(  # noqa: PLR0917 - private, called once per attempt
+        self,
+        call: CallModel,
+        run: Run | None,
+        steps: StepSink | None,
+        sink: StreamSink | None,
+        slot: Slot,
+        reservation: Reservation | None,
+        attempt: int,
+    ) -> tuple[Exchange, float]:
+        """One exchange holding ``slot``, given back on every way out; returns the exchange
+        and when it ended."""
+        self.stats.attempts += 1
+        limiter = self._limiter
+        try:
+            if steps is not None:
+                # Now, not ``slot.granted_at``: a slot handed over at a release is granted
+                # before this task runs again, and a timeline lane must not start before then.
+                run_id = None if run is None else run.id
+                now = trio.current_time()
+                steps.push(
+                    RequestStarted(
+                        run_id, call.request_id, call.hints.turn, attempt, slot.wait, now
+                    )
+                )
+                if steps.deltas:
+                    sink = step_deltas(steps, run_id, call, attempt)
+            if sink is None:
+                exchange = await self._client.exchange(call)
+            else:
+                exchange = await stream_exchange(self._client, call, sink)
+        except BaseException:
+            limiter.release(slot)
+            self.rates.cancelled(reservation)
+            raise
+        now = trio.current_time()
+        event = exchange.event
+        self.rates.replied(call, reservation, event, exchange.rate)
+        if isinstance(event, ModelFailed):
+            limiter.release(slot, failed=event.error.kind, now=now)
+        else:
+            limiter.release(slot, succeeded=True, now=now)
+        if run is not None:
+            run.attempts += 1
+            run.model_time += now - slot.granted_at
+            run.slot_wait += slot.wait
+        return exchange, now
+
+    def _retry_after(
+        self,
+        error: ModelError,
+        previous: ModelError | None,
+        attempts: int,
+        elapsed: float,
+        now: float,
+    ) -> float | None:
+        """The back-off before the next attempt, or ``None``: the failure is final."""
+        deadline = trio.current_effective_deadline()
+        return self._retry.delay(
+            attempt=attempts,
+            error=error,
+            elapsed=elapsed,
+            random=self._random,
+            remaining=None if deadline == math.inf else deadline - now,
+            previous=previous,
+        )
 
     def _record(  # noqa: PLR0917 - private, called once per request
         self,

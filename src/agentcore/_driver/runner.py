@@ -39,7 +39,7 @@ waits for other agents: each run only ever waits for its own work. A cancellatio
 
 from __future__ import annotations
 
-import logging
+import itertools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -65,13 +65,12 @@ from .._core.events import (
 from .._core.loop import AgentLoop, RunState
 from .._core.messages import Usage
 from .._core.results import Result, RunTimings, Status
-from .._observe.log import DRIVER
-from .._observe.observer import CURRENT_RUN, Observer
-from .._observe.steps import StepChannel
+from .._observe.log_sink import run_sink
+from .._observe.steps import StepSink
 from .._tools.executor import ToolExecutor
 from .fallback import FallbackRequests
 from .feed import in_line
-from .observed import observed_tool_call, run_ended
+from .observed import run_ended, run_started, tool_call
 from .requests import Granted, ModelRequests
 from .runs import Group, Run
 from .slot_limiter import Parked, Slot
@@ -116,13 +115,15 @@ class Runner:
         parker: ModelRequests | None,
         executor: ToolExecutor,
         deps: Any,
-        observer: Observer | None,
+        sink: StepSink | None,
     ) -> None:
         self.requests = requests
         self.parker = parker
         self.executor = executor
         self.deps = deps
-        self.observer = observer
+        self.sink = sink
+        """The driver's own listeners of every run (a trace file, OpenTelemetry), if any."""
+        self._ids = itertools.count()
         self.wake: Callable[[Run, Slot | None], None] = _ignore_wake
         self.everything = Group()
         """Runs of ``Driver.run`` and ``Driver.watch``, and the flag of ``Driver.cancel``."""
@@ -135,12 +136,11 @@ class Runner:
         loop: AgentLoop,
         index: int,
         deadline: float | None,
-        steps: StepChannel | None = None,
+        steps: StepSink | None = None,
     ) -> Result:
-        """Drive ``loop`` to its end in this task (``steps``: where its events go)."""
-        run = self.open(loop, index, deadline, None)
-        if steps is not None:
-            run.steps = steps
+        """Drive ``loop`` to its end in this task (``steps``: where its events go, besides the
+        driver's own listeners)."""
+        run = self.open(loop, index, deadline, None, steps)
         end: Finish | Abort | None = None
         try:
             effects = first_effects(loop)
@@ -149,28 +149,34 @@ class Runner:
                 end = await self.drive(run, effects)
         finally:
             self.everything.runs.discard(run)
-        result = self.result(run, end)
-        if steps is None:
-            self.observed(result)
-        return result
+        return self.result(run, end)
 
-    def open(self, loop: AgentLoop, index: int, deadline: float | None, group: Group | None) -> Run:
-        """A new run, listed once: in its stream's group, or (no group) in ``everything``."""
+    def open(
+        self,
+        loop: AgentLoop,
+        index: int,
+        deadline: float | None,
+        group: Group | None,
+        steps: StepSink | None = None,
+    ) -> Run:
+        """A new run with the next run id, listed once: in its stream's group, or (no group)
+        in ``everything``; its step events go to ``steps`` (or its group's sink) and to the
+        driver's listeners."""
         deadline = math.inf if deadline is None else deadline
         # A stream's run gets its scope from the worker that carries it.
         scope = None if group is not None else trio.CancelScope(deadline=deadline)
         run = Run(index, loop, scope, trio.current_time(), deadline)
+        run.id = next(self._ids)
         run.deps = self.deps
-        if self.observer is not None:
-            self.observer.run_started(index, run.started)
-            CURRENT_RUN.set(index)
+        run.steps = run_sink(steps if group is None else group.steps, self.sink)
+        if run.steps is not None:
+            run_started(run)
         owner = self.everything if group is None else group
         owner.runs.add(run)
         if owner.cancelled or self.everything.cancelled:
             run.cancel()
         if group is not None:
             run.guard = group.guard
-            run.steps = group.steps
             if group.deps is not None:
                 run.deps = group.deps
             if group.describe is not None:
@@ -231,13 +237,7 @@ class Runner:
                         await run.guard.before_tool_call()
                     run.tool_started()
                     try:
-                        if run.steps is None:
-                            event = await self.executor.call(effect, run.tool_context)
-                        else:
-                            await run.steps.settle()
-                            event = await observed_tool_call(
-                                self.executor, run.steps, run.index, effect, run.tool_context
-                            )
+                        event = await tool_call(self.executor, run, effect, run.tool_context)
                     finally:
                         run.tool_ended()
                 else:
@@ -300,11 +300,7 @@ class Runner:
                 await run.guard.before_tool_call()
             run.tool_started()
             try:
-                if run.steps is None:
-                    return await self.executor.call(call, run.tool_context)
-                return await observed_tool_call(
-                    self.executor, run.steps, run.index, call, run.tool_context
-                )
+                return await tool_call(self.executor, run, call, run.tool_context)
             finally:
                 run.tool_ended()
         run.pending_model = call
@@ -347,17 +343,8 @@ class Runner:
             output, error = None, end.reason
             cancelled = end.reason.kind is AbortKind.CANCELLED and run.cancelled
             status = "cancelled" if cancelled else "failed"
-            if DRIVER.isEnabledFor(logging.INFO):
-                DRIVER.info(
-                    "agent %d %s: %s",
-                    run.index,
-                    status,
-                    end.reason.message,
-                    extra={"agent": run.index, "status": status, "reason": end.reason.kind.value},
-                )
         self.ends[status] += 1
-        if run.steps is not None:
-            run.steps.push(run_ended(run.index, end, status, run.turns))
+        run_ended(run, end, status)
         timings = RunTimings(
             started=run.started,
             ended=trio.current_time(),
@@ -378,12 +365,6 @@ class Runner:
             turns=run.turns,
             served_by=() if run.served_by is None else tuple(run.served_by),
         )
-
-    def observed(self, result: Result) -> Result:
-        """Report a run's end to the observer, if there is one."""
-        if self.observer is not None:
-            self.observer.run_ended(result, result.timings.ended)
-        return result
 
     def refused(self, loop: AgentLoop, index: int, exceeded: BudgetExceeded) -> Result:
         """The result of a run its batch's spent budget did not let start (counted)."""

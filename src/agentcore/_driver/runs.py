@@ -65,6 +65,8 @@ class Run:
 
     steps: StepSink | None = None
     """Where the run's step events go (``None``: not observed, nothing is built)."""
+    id: int = 0
+    """The run's id in its step events: unique among its driver's runs."""
     input_index: int | None = None
     """The index of the run's input in the caller's inputs (``None``: ``index``)."""
     input: Any = None

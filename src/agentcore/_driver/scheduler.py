@@ -38,7 +38,6 @@ from .._core.budgets import UsageLimits
 from .._core.errors import ConfigError
 from .._core.events import Abort, CallModel, Effect, Finish
 from .._core.loop import AgentLoop
-from .._observe.observer import CURRENT_RUN
 from .._observe.steps import StepSink
 from .budget_guard import BudgetGuard, OnBudget
 from .feed import Feed, in_line
@@ -203,7 +202,7 @@ class StreamScheduler:
             feed.push(run, None, None, False)
             return
         loop = run.loop
-        priority = loop.opening_priority if runner.observer is None else None
+        priority = loop.opening_priority
         if priority is not None:
             # The request is built once the run leaves the line (``wake``): a run waiting
             # for its first slot is its loop, its ``Run`` and its place in line.
@@ -271,8 +270,6 @@ class StreamScheduler:
                                 scope.deadline = deadline
                             if run.cancelled:
                                 scope.cancel()
-                            if runner.observer is not None:
-                                CURRENT_RUN.set(run.index)
                             if woken:
                                 await trio.lowlevel.checkpoint()
                             if effects is None:
@@ -311,8 +308,6 @@ class StreamScheduler:
         runner = self._runner
         try:
             result = runner.result(run, end)
-            if runner.observer is not None:
-                runner.observed(result)
             if run.steps is not None:
                 await run.steps.settle()
         except BaseException:

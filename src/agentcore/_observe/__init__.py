@@ -2,11 +2,13 @@
 
 Imports ``_core`` and ``_codecs`` only, so every layer above can report to it. Files:
 
-- ``steps``: the step events of a run (the event vocabulary), step sinks and channels.
-- ``observer``: the hooks the driver calls (runs, slot waits, attempts, back-offs, tool
-  executions) and the fan-out to several observers.
+- ``steps``: the step events of a run (the one event vocabulary), the sink protocol, the
+  fan-out to several sinks, and the channel behind ``watch``.
 - ``log``: the standard-library loggers, one per layer, silent by default.
-- ``trace``: a Chrome trace-event JSON file written as the batch runs (one track per slot).
+- ``log_sink``: the ``agentcore.driver`` / ``agentcore.tools`` log lines, written by a sink.
+- ``trace``: a sink writing a Chrome trace-event JSON file as the batch runs (one track per
+  slot).
 - ``render``: a trace file to a self-contained SVG or HTML timeline.
-- ``otel``: OpenTelemetry spans with the GenAI semantic conventions (``agentcore[otel]``).
+- ``otel``: a sink making OpenTelemetry spans with the GenAI semantic conventions
+  (``agentcore[otel]``).
 """

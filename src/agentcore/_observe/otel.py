@@ -2,32 +2,31 @@
 
 Theory of operation
 -------------------
-:class:`OtelObserver` is an observer (:mod:`._observe.observer`) that needs only
+:class:`OtelObserver` is a step sink (:mod:`agentcore._observe.steps`) that needs only
 ``opentelemetry-api``; spans go to whatever tracer provider the application installed (none:
 the API's no-op tracer). It is created only when ``open_driver(otel=True)`` asks for it, so the
 import and every cost stay away from drivers that do not.
 
 Spans, with trio times turned into wall-clock nanoseconds:
 
-- ``invoke_agent`` per agent run (``gen_ai.operation.name=invoke_agent``), from its first
-  effect to its result; status ERROR for a failed run.
+- ``invoke_agent`` per agent run (``gen_ai.operation.name=invoke_agent``), from
+  :class:`RunStarted` to the run's end (``agentcore.agent.index``, ``agentcore.run.id``,
+  ``agentcore.agent.status``, ``agentcore.agent.turns``, usage); status ERROR for a failed
+  run. Runs are keyed by their run id, so concurrent runs never share a span.
 - ``chat {model}`` per model request (``gen_ai.operation.name=chat``,
   ``gen_ai.request.model``, ``server.address``/``server.port``, ``gen_ai.usage.input_tokens``,
   ``gen_ai.usage.output_tokens``, ``gen_ai.usage.cache_read.input_tokens``,
   ``gen_ai.response.finish_reasons``), child of its run, from the first wait for a slot to the
   final outcome. Span events: ``slot_acquired`` (with the wait) per attempt,
-  ``attempt_failed`` (error kind, HTTP status), ``retry`` (the back-off). ``error.type`` and
-  status ERROR when it failed for good.
-- ``execute_tool {name}`` per tool execution (``gen_ai.operation.name=execute_tool``,
-  ``gen_ai.tool.name``), child of the run whose call started it, with
-  ``agentcore.tool.waiters``. Each run whose call joined an execution already running gets its
-  own ``execute_tool`` span linked to that one execution.
+  ``attempt_failed`` (error kind, HTTP status), ``retry`` (the back-off),
+  ``attempt_cancelled`` when its run ended while it held a slot. ``error.type`` and status
+  ERROR when it failed for good.
+- ``execute_tool {name}`` per tool call (``gen_ai.operation.name=execute_tool``,
+  ``gen_ai.tool.name``), child of its run, with ``agentcore.tool.source`` (``executed``,
+  ``coalesced``, ``cached``) and, for an execution, ``agentcore.tool.waiters`` (the calls it
+  answered). It is made when the call ends, with its start set back by its duration.
 
-The run a tool hook belongs to is found through the driver's ``CURRENT_RUN`` context variable
-(see :mod:`agentcore._observe.observer`): trio copies the context into tasks a run spawns
-(parallel tool calls, and the shared tool execution, which the first caller's task starts), so
-they see it too. What is kept is bounded by what is in flight: open runs, open requests,
-running executions.
+What is kept is bounded by what is in flight: open runs and open requests.
 """
 
 from __future__ import annotations
@@ -38,28 +37,37 @@ from urllib.parse import urlsplit
 
 import trio
 from opentelemetry import trace
-from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from .observer import CURRENT_RUN
+from .steps import (
+    ModelReplied,
+    RequestFailed,
+    RequestQueued,
+    RequestStarted,
+    RetryScheduled,
+    RunAborted,
+    RunFinished,
+    RunStarted,
+    StepEvent,
+    ToolEnded,
+)
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
-
-    from .._codecs.exchange import Exchange
-    from .._core.events import CallModel, ModelError, ModelFailed, ModelResponded, ToolError
-    from .._core.results import Result
 
 __all__ = ["OtelObserver"]
 
 
 class OtelObserver:
-    """Emits OpenTelemetry spans for the runs, model requests and tool executions of a driver.
+    """Emits OpenTelemetry spans for the runs, model requests and tool calls of a driver.
 
     Args:
         model: the model name (``gen_ai.request.model``).
         base_url: the backend's URL, for ``server.address`` and ``server.port``.
         tracer: the tracer to use (default: ``agentcore`` from the global provider).
     """
+
+    deltas = False
 
     def __init__(
         self, *, model: str = "", base_url: str | None = None, tracer: Tracer | None = None
@@ -76,152 +84,153 @@ class OtelObserver:
                     self._server["server.port"] = port
         self._offset_ns = time.time_ns() - int(trio.current_time() * 1e9)
         self._runs: dict[int, Span] = {}
-        self._requests: dict[str, Span] = {}
+        self._requests: dict[tuple[int | None, str], Span] = {}
 
     def _ns(self, t: float) -> int:
         return self._offset_ns + int(t * 1e9)
 
+    def _child_of(self, run: int | None) -> Any:
+        parent = None if run is None else self._runs.get(run)
+        return None if parent is None else trace.set_span_in_context(parent)
+
+    def push(self, event: StepEvent) -> None:
+        """Turn ``event`` into span changes (a step sink's ``push``)."""
+        kind = type(event)
+        if kind is RequestStarted:
+            assert isinstance(event, RequestStarted)
+            span = self._requests.get((event.run, event.request_id))
+            if span is not None:
+                span.add_event(
+                    "slot_acquired",
+                    {"agentcore.attempt": event.attempt, "agentcore.slot_wait": event.slot_wait},
+                    timestamp=self._ns(event.at),
+                )
+        elif kind is RequestQueued:
+            self._queued(event)  # type: ignore[arg-type]
+        elif kind is ModelReplied or kind is RequestFailed:
+            self._request_ended(event)  # type: ignore[arg-type]
+        elif kind is RetryScheduled:
+            assert isinstance(event, RetryScheduled)
+            span = self._requests.get((event.run, event.request_id))
+            if span is not None:
+                self._attempt_failed(span, event)
+                span.add_event(
+                    "retry",
+                    {"agentcore.backoff": event.delay, "error.type": event.error.kind.value},
+                    timestamp=self._ns(event.at),
+                )
+        elif kind is ToolEnded:
+            self._tool_ended(event)  # type: ignore[arg-type]
+        elif kind is RunStarted:
+            assert isinstance(event, RunStarted)
+            self._runs[event.run] = self._tracer.start_span(
+                "invoke_agent",
+                kind=SpanKind.INTERNAL,
+                start_time=self._ns(event.at),
+                attributes={
+                    "gen_ai.operation.name": "invoke_agent",
+                    "agentcore.agent.index": event.index,
+                    "agentcore.run.id": event.run,
+                },
+            )
+        elif kind is RunFinished or kind is RunAborted:
+            self._run_ended(event)  # type: ignore[arg-type]
+
+    async def settle(self) -> None:
+        """Never waits."""
+
     # -------------------------------------------------------------------- runs
 
-    def run_started(self, index: int, now: float) -> None:
-        span = self._tracer.start_span(
-            "invoke_agent",
-            kind=SpanKind.INTERNAL,
-            start_time=self._ns(now),
-            attributes={"gen_ai.operation.name": "invoke_agent", "agentcore.agent.index": index},
-        )
-        self._runs[index] = span
-
-    def _current_run(self) -> Span | None:
-        index = CURRENT_RUN.get()
-        return None if index is None else self._runs.get(index)
-
-    def run_ended(self, result: Result, now: float) -> None:
-        span = self._runs.pop(result.index, None)
+    def _run_ended(self, event: RunFinished | RunAborted) -> None:
+        end = self._ns(event.at)
+        for key in [k for k in self._requests if k[0] == event.run]:
+            request = self._requests.pop(key)
+            request.add_event("attempt_cancelled", timestamp=end)
+            request.end(end_time=end)
+        span = self._runs.pop(event.run, None)
         if span is None:
             return
-        span.set_attribute("agentcore.agent.status", result.status)
-        span.set_attribute("agentcore.agent.turns", result.turns)
-        span.set_attribute("gen_ai.usage.input_tokens", result.usage.prompt_tokens)
-        span.set_attribute("gen_ai.usage.output_tokens", result.usage.completion_tokens)
-        if result.status != "ok" and result.error is not None:
-            span.set_attribute("error.type", result.error.kind.value)
-            span.set_status(Status(StatusCode.ERROR, result.error.message[:200]))
-        span.end(end_time=self._ns(now))
+        status = "ok" if isinstance(event, RunFinished) else event.status
+        span.set_attribute("agentcore.agent.status", status)
+        span.set_attribute("agentcore.agent.turns", event.turns)
+        span.set_attribute("gen_ai.usage.input_tokens", event.usage.prompt_tokens)
+        span.set_attribute("gen_ai.usage.output_tokens", event.usage.completion_tokens)
+        if isinstance(event, RunAborted):
+            span.set_attribute("error.type", event.reason.kind.value)
+            span.set_status(Status(StatusCode.ERROR, event.reason.message[:200]))
+        span.end(end_time=end)
 
     # -------------------------------------------------------------------- model requests
 
-    def queued(self, call: CallModel, run: int | None, now: float) -> None:
-        if call.request_id in self._requests:
+    def _queued(self, event: RequestQueued) -> None:
+        key = (event.run, event.request_id)
+        if key in self._requests:
             return  # a retry: the request's span is open already
-        parent = self._runs.get(run) if run is not None else self._current_run()
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "chat",
             "gen_ai.request.model": self._model,
             **self._server,
         }
-        if call.params.max_tokens is not None:
-            attributes["gen_ai.request.max_tokens"] = call.params.max_tokens
-        if call.params.temperature is not None:
-            attributes["gen_ai.request.temperature"] = call.params.temperature
-        self._requests[call.request_id] = self._tracer.start_span(
+        if event.params.max_tokens is not None:
+            attributes["gen_ai.request.max_tokens"] = event.params.max_tokens
+        if event.params.temperature is not None:
+            attributes["gen_ai.request.temperature"] = event.params.temperature
+        self._requests[key] = self._tracer.start_span(
             f"chat {self._model}".strip(),
-            context=trace.set_span_in_context(parent) if parent is not None else None,
+            context=self._child_of(event.run),
             kind=SpanKind.CLIENT,
-            start_time=self._ns(now),
+            start_time=self._ns(event.at),
             attributes=attributes,
         )
 
-    def attempt_started(
-        self, call: CallModel, run: int | None, attempt: int, wait: float, now: float
-    ) -> Any:
-        span = self._requests.get(call.request_id)
-        if span is not None:
-            span.add_event(
-                "slot_acquired",
-                {"agentcore.attempt": attempt, "agentcore.slot_wait": wait},
-                timestamp=self._ns(now),
-            )
-        return call.request_id
+    def _attempt_failed(self, span: Span, event: RetryScheduled | RequestFailed) -> None:
+        attributes: dict[str, Any] = {"error.type": event.error.kind.value}
+        if event.error.status is not None:
+            attributes["http.response.status_code"] = event.error.status
+        span.add_event("attempt_failed", attributes, timestamp=self._ns(event.at))
 
-    def attempt_ended(self, token: Any, exchange: Exchange | None, now: float) -> None:
-        span = self._requests.get(token)
+    def _request_ended(self, event: ModelReplied | RequestFailed) -> None:
+        span = self._requests.pop((event.run, event.request_id), None)
         if span is None:
             return
-        if exchange is None:
-            span.add_event("attempt_cancelled", timestamp=self._ns(now))
-            return
-        if exchange.ttft is not None:
-            span.set_attribute("agentcore.ttft", exchange.ttft)
-        error = getattr(exchange.event, "error", None)
-        if error is not None:
-            attributes: dict[str, Any] = {"error.type": error.kind.value}
-            if error.status is not None:
-                attributes["http.response.status_code"] = error.status
-            span.add_event("attempt_failed", attributes, timestamp=self._ns(now))
-
-    def backoff(
-        self, call: CallModel, run: int | None, error: ModelError, wait: float, now: float
-    ) -> None:
-        span = self._requests.get(call.request_id)
-        if span is not None:
-            span.add_event(
-                "retry",
-                {"agentcore.backoff": wait, "error.type": error.kind.value},
-                timestamp=self._ns(now),
-            )
-
-    def request_ended(
-        self, call: CallModel, event: ModelResponded | ModelFailed, now: float
-    ) -> None:
-        span = self._requests.pop(call.request_id, None)
-        if span is None:
-            return
-        error = getattr(event, "error", None)
-        if error is not None:
-            span.set_attribute("error.type", error.kind.value)
-            span.set_status(Status(StatusCode.ERROR, error.message[:200]))
+        if isinstance(event, RequestFailed):
+            self._attempt_failed(span, event)
+            span.set_attribute("error.type", event.error.kind.value)
+            span.set_status(Status(StatusCode.ERROR, event.error.message[:200]))
         else:
-            usage = event.usage  # type: ignore[union-attr]
+            if event.ttft is not None:
+                span.set_attribute("agentcore.ttft", event.ttft)
+            usage = event.usage
             span.set_attribute("gen_ai.usage.input_tokens", usage.prompt_tokens)
             span.set_attribute("gen_ai.usage.output_tokens", usage.completion_tokens)
             if usage.cached_tokens is not None:
                 span.set_attribute("gen_ai.usage.cache_read.input_tokens", usage.cached_tokens)
-            reason = event.finish_reason  # type: ignore[union-attr]
-            if reason:
-                span.set_attribute("gen_ai.response.finish_reasons", [reason])
-        span.end(end_time=self._ns(now))
+            if event.finish_reason:
+                span.set_attribute("gen_ai.response.finish_reasons", [event.finish_reason])
+        span.end(end_time=self._ns(event.at))
 
     # -------------------------------------------------------------------- tools
 
-    def _tool_span(self, name: str, now: float, links: list[Link] | None = None) -> Span:
-        parent = self._current_run()
-        return self._tracer.start_span(
-            f"execute_tool {name}",
-            context=trace.set_span_in_context(parent) if parent is not None else None,
+    def _tool_ended(self, event: ToolEnded) -> None:
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": event.tool,
+            "gen_ai.tool.call.id": event.call_id,
+            "agentcore.tool.source": event.source,
+        }
+        if event.source == "executed":
+            attributes["agentcore.tool.waiters"] = event.calls
+        span = self._tracer.start_span(
+            f"execute_tool {event.tool}",
+            context=self._child_of(event.run),
             kind=SpanKind.INTERNAL,
-            start_time=self._ns(now),
-            attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name},
-            links=links,
+            start_time=self._ns(event.at - event.duration),
+            attributes=attributes,
         )
-
-    def tool_started(self, name: str, now: float) -> Any:
-        return (self._tool_span(name, now), name, [])
-
-    def tool_joined(self, token: Any, now: float) -> None:
-        execution, name, joined = token
-        link = Link(execution.get_span_context(), {"agentcore.coalesced": True})
-        joined.append(self._tool_span(name, now, [link]))
-
-    def tool_ended(self, token: Any, error: ToolError | None, waiters: int, now: float) -> None:
-        execution, _, joined = token
-        end = self._ns(now)
-        for span in (execution, *joined):
-            span.set_attribute("agentcore.tool.waiters", waiters)
-            if error is not None:
-                span.set_attribute("error.type", error.type)
-                span.set_status(Status(StatusCode.ERROR, error.message[:200]))
-            span.end(end_time=end)
+        if event.error is not None:
+            span.set_attribute("error.type", event.error.type)
+            span.set_status(Status(StatusCode.ERROR, event.error.message[:200]))
+        span.end(end_time=self._ns(event.at))
 
     # -------------------------------------------------------------------- end
 

@@ -1,13 +1,29 @@
-"""Step events: what one agent run does, pushed by the driver as it happens.
+"""Step events: the one vocabulary for what a run does, pushed to sinks as it happens.
 
 Theory of operation
 -------------------
-A run may carry a :class:`StepSink` (``Run.steps``). The driver and the model request path
-call ``sink.push(event)`` at each step: a model request got its slot, a delta arrived, the
-model replied, a retry was scheduled, a tool started or ended, the run ended. ``push`` never
-waits, so it is safe while an inference slot is held. At the points where the run itself may
-wait without holding a slot (before it queues for a slot, before it starts tools, before it
-reports its end) the driver awaits ``sink.settle()``: that is where back-pressure applies.
+Every moment of a run that anything reports (a watcher, the trace file, OpenTelemetry, the
+``agentcore.*`` log lines) is one event here, built once and pushed to one optional
+:class:`StepSink`: the run's ``Run.steps``, or the request path's own sink for requests made
+outside any run (``generate``, ``call_model``, warm-up). The driver calls ``sink.push(event)``
+at each step: the run started, a model request queued for a slot, got it, a delta arrived,
+the model replied, a retry was scheduled, the request failed for good, a tool call started or
+ended, the run ended. ``push`` never waits, so it is safe while an inference slot is held. At
+the points where the run itself may wait without holding a slot (before it queues for a slot,
+before it starts tools, before it reports its end) the driver awaits ``sink.settle()``: that
+is where back-pressure applies.
+
+Several listeners of one run (a watcher, the driver's trace writer) are one :class:`Tee`
+(:func:`tee`). Nothing is built for a run nobody listens to: ``Run.steps`` is ``None`` and
+each step costs one ``is None`` test. The one exception is the failure path, which is rare:
+a retry, a request failed for good, a failed tool call, a run that did not finish are pushed
+to the run's sink or, when it has none, straight to the log sink
+(:mod:`agentcore._observe.log_sink`), so that the ``agentcore.*`` log lines need no listener
+per run.
+
+Runs are named by their run id (``run``): a number unique among one driver's runs, handed out
+in the order runs start (the first run of a driver is ``0``). :class:`RunStarted` maps it to
+the run's index (its input's place in a batch).
 
 :class:`StepChannel`, the sink behind ``Driver.watch``, puts events into a bounded trio memory
 channel. While the channel has room, ``push`` sends at once; when it is full, events wait in a
@@ -17,10 +33,6 @@ run, and only where that run holds no slot: other runs never wait for it. The ba
 most the events between two settle points: one model reply's deltas (bounded by the reply's
 length) plus one turn's tool events (bounded by the calls of one reply).
 
-Nothing here runs for a run without a sink: the driver tests ``run.steps is not None``.
-Tracing or logging can plug in at the same place with a sink of its own (``push`` records,
-``settle`` returns at once).
-
 Events are frozen attrs values; :func:`agentcore.core.dumps` encodes them (the class-level
 ``name`` is a stable snake_case name, e.g. for an SSE ``event:`` line).
 """
@@ -28,7 +40,7 @@ Events are frozen attrs values; :func:`agentcore.core.dumps` encodes them (the c
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 import attrs
@@ -41,13 +53,17 @@ from .._core.events import (
     ModelError,
     ToolError,
 )
-from .._core.messages import AssistantMessage, Usage
+from .._core.messages import AssistantMessage, ModelParams, Usage
 
 if TYPE_CHECKING:
     from .._core.results import Result
 
 __all__ = [
+    "Listener",
     "ModelDelta",
+    "RequestQueued",
+    "RunStarted",
+    "Tee",
     "ModelReplied",
     "RequestFailed",
     "RequestStarted",
@@ -60,6 +76,7 @@ __all__ = [
     "StepStream",
     "ToolEnded",
     "ToolStarted",
+    "tee",
 ]
 
 ToolSource = Literal["executed", "coalesced", "cached"]
@@ -68,12 +85,39 @@ result cache."""
 
 
 @attrs.frozen
+class RunStarted:
+    """A run started (its first event)."""
+
+    name: ClassVar[str] = "run_started"
+    run: int
+    """The run's id: unique among the driver's runs, in the order they started."""
+    index: int
+    """The run's index (``Result.index``: its input's place in a batch)."""
+    at: float
+    """trio time."""
+
+
+@attrs.frozen
+class RequestQueued:
+    """A model request attempt starts waiting for an inference slot (after its rate budget)."""
+
+    name: ClassVar[str] = "request_queued"
+    run: int | None
+    """The run's id (``None``: a request outside any run)."""
+    request_id: str
+    turn: int
+    params: ModelParams
+    """The request's sampling parameters."""
+    at: float
+
+
+@attrs.frozen
 class RequestStarted:
     """A model request attempt got its inference slot and is being sent."""
 
     name: ClassVar[str] = "request_started"
-    run: int
-    """The run's index."""
+    run: int | None
+    """The run's id (``None``: a request outside any run)."""
     request_id: str
     turn: int
     """0-based model request of the run."""
@@ -82,7 +126,7 @@ class RequestStarted:
     slot_wait: float
     """Seconds this attempt waited for its slot."""
     at: float
-    """trio time."""
+    """trio time the attempt is sent (its slot is held from here to the attempt's end)."""
 
 
 @attrs.frozen
@@ -90,7 +134,7 @@ class ModelDelta:
     """A piece of the reply arrived (only when deltas were asked for)."""
 
     name: ClassVar[str] = "model_delta"
-    run: int
+    run: int | None
     request_id: str
     attempt: int
     delta: TextDelta | ToolCallDelta
@@ -107,7 +151,7 @@ class ModelReplied:
     """The model answered the request (after ``attempts`` attempts)."""
 
     name: ClassVar[str] = "model_replied"
-    run: int
+    run: int | None
     request_id: str
     turn: int
     attempts: int
@@ -117,6 +161,7 @@ class ModelReplied:
     ttft: float | None
     """Seconds from the start of the last attempt to its first token (streamed replies)."""
     at: float
+    """trio time the last attempt ended."""
 
 
 @attrs.frozen
@@ -124,7 +169,7 @@ class RequestFailed:
     """The request failed for good (its retries are spent, or it was not retryable)."""
 
     name: ClassVar[str] = "request_failed"
-    run: int
+    run: int | None
     request_id: str
     turn: int
     attempts: int
@@ -137,7 +182,7 @@ class RetryScheduled:
     """An attempt failed; the request is sent again after ``delay`` seconds (no slot held)."""
 
     name: ClassVar[str] = "retry_scheduled"
-    run: int
+    run: int | None
     request_id: str
     attempt: int
     """The attempt that failed."""
@@ -171,6 +216,9 @@ class ToolEnded:
     source: ToolSource
     duration: float
     at: float
+    calls: int = 1
+    """The calls the execution answered (``source`` ``"executed"``: itself and the calls that
+    joined it), else 1."""
 
     @property
     def failed(self) -> bool:
@@ -204,7 +252,9 @@ class RunAborted:
 
 
 StepEvent = (
-    RequestStarted
+    RunStarted
+    | RequestQueued
+    | RequestStarted
     | ModelDelta
     | ModelReplied
     | RequestFailed
@@ -233,6 +283,42 @@ class StepSink(Protocol):
     async def settle(self) -> None:
         """Wait until the consumer has room again (called where the run holds no slot)."""
         ...
+
+
+class Listener(StepSink, Protocol):
+    """A sink a driver keeps for all its runs (the trace writer, OpenTelemetry): told every
+    run's events and those of requests outside runs, and closed with the driver."""
+
+    def close(self) -> None:
+        """Finish (called once, when the driver closes)."""
+        ...
+
+
+class Tee:
+    """Several sinks as one: each event goes to every sink, in order; ``settle`` waits for
+    each. ``deltas`` is set when any sink wants deltas (the others then receive them too)."""
+
+    __slots__ = ("_sinks", "deltas")
+
+    def __init__(self, sinks: Sequence[StepSink]) -> None:
+        self._sinks = tuple(sinks)
+        self.deltas = any(s.deltas for s in self._sinks)
+
+    def push(self, event: StepEvent) -> None:
+        for sink in self._sinks:
+            sink.push(event)
+
+    async def settle(self) -> None:
+        for sink in self._sinks:
+            await sink.settle()
+
+
+def tee(*sinks: StepSink | None) -> StepSink | None:
+    """One sink for ``sinks`` (``None`` entries left out): ``None``, the one, or a :class:`Tee`."""
+    found = [s for s in sinks if s is not None]
+    if not found:
+        return None
+    return found[0] if len(found) == 1 else Tee(found)
 
 
 class StepChannel:

@@ -3,12 +3,14 @@ or ``chrome://tracing``, or render it with ``agentcore trace``).
 
 Theory of operation
 -------------------
-:class:`TraceWriter` is an observer (:mod:`._observe.observer`). Each hook turns into trace
+:class:`TraceWriter` is a step sink (:mod:`agentcore._observe.steps`): the driver hands it
+every run's events and those of requests made outside runs. Each event turns into trace
 events that go straight to the file, one JSON object per line inside a JSON array, so the
-trace of a batch of any size costs memory only for what is in flight: the lanes in use and
-the tokens of running attempts and tool executions. The file is valid JSON once the writer is
-closed; a trace cut short by a crash still loads in Perfetto (it accepts a missing ``]``), and
-:func:`read_trace` reads it line by line.
+trace of a batch of any size costs memory only for what is in flight: the lanes in use, the
+attempts holding a slot, the runs going on (their index, for the slice names). The file is
+valid JSON once the writer is closed; a trace cut short by a crash still loads in Perfetto
+(it accepts a missing ``]``), and :func:`read_trace` reads it line by line. It uses nothing
+but the public events: a sink of your own can write the same file.
 
 Tracks (``pid``/``tid`` in the trace format):
 
@@ -17,9 +19,12 @@ Tracks (``pid``/``tid`` in the trace format):
   the first token to the end when the reply was streamed (its start is the TTFT). A failed
   attempt is named after its error kind and coloured as an error. A slot's track number is
   the lowest one free when the attempt got the slot, so at most ``max_inflight`` tracks exist.
-- *tool executions* (pid 2): one slice per execution, named ``tool (W calls)`` when W calls shared
-  it (coalesced waiters), on as many tracks as executions ran at once.
+- *tool executions* (pid 2): one slice per execution (a ``ToolEnded`` whose ``source`` is
+  ``"executed"``), named ``tool (W calls)`` when W calls shared it (coalesced waiters), on as
+  many tracks as executions ran at once. A slice is written when it ends, on the lowest track
+  free since its start.
 - *back-offs* (pid 3): a slice per back-off sleep between attempts (no slot held).
+  An attempt still holding its slot when its run ends was cancelled: it is drawn grey.
 - counters (pid 4): slots in use, requests waiting for a slot, agents running, results.
 - instant events (pid 4): each agent's end, with its status.
 
@@ -34,16 +39,24 @@ import heapq
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 import orjson
+import trio
 
 from .log import BATCH
-
-if TYPE_CHECKING:
-    from .._codecs.exchange import Exchange
-    from .._core.events import CallModel, ModelError, ModelFailed, ModelResponded, ToolError
-    from .._core.results import Result
+from .steps import (
+    ModelReplied,
+    RequestFailed,
+    RequestQueued,
+    RequestStarted,
+    RetryScheduled,
+    RunAborted,
+    RunFinished,
+    RunStarted,
+    StepEvent,
+    ToolEnded,
+)
 
 __all__ = ["SLOTS_PID", "TraceWriter", "read_trace"]
 
@@ -94,6 +107,11 @@ class TraceWriter:
         self._tools = _Lanes()
         self._backoffs = _Lanes()
         self._backoff_ends: list[tuple[float, int]] = []
+        self._tool_ends: list[tuple[float, int]] = []
+        self._attempts: dict[tuple[int | None, str], tuple[RequestStarted, int]] = {}
+        """The attempts holding a slot, with their track."""
+        self._index: dict[int, int] = {}
+        """The index of each run going on, by run id."""
         self._in_use = 0
         self._waiting = 0
         self._running = 0
@@ -136,26 +154,59 @@ class TraceWriter:
                 }
             )
 
+    # -------------------------------------------------------------------- the sink
+
+    deltas = False
+
+    def push(self, event: StepEvent) -> None:
+        """Write what ``event`` shows (a step sink's ``push``)."""
+        kind = type(event)
+        if kind is RequestStarted:
+            self._attempt_started(event)  # type: ignore[arg-type]
+        elif kind is RequestQueued:
+            self._waiting += 1
+            self._counter("slots", event.at, in_use=self._in_use, waiting=self._waiting)  # type: ignore[union-attr]
+        elif kind is ModelReplied or kind is RequestFailed:
+            self._attempt_ended(event)  # type: ignore[arg-type]
+        elif kind is RetryScheduled:
+            self._attempt_ended(event)  # type: ignore[arg-type]
+            self._backoff(event)  # type: ignore[arg-type]
+        elif kind is ToolEnded:
+            self._tool_ended(event)  # type: ignore[arg-type]
+        elif kind is RunStarted:
+            assert isinstance(event, RunStarted)
+            self._index[event.run] = event.index
+            self._running += 1
+            self._counter("agents running", event.at, running=self._running)
+        elif kind is RunFinished or kind is RunAborted:
+            self._run_ended(event)  # type: ignore[arg-type]
+
+    async def settle(self) -> None:
+        """Never waits: the file is written as events come."""
+
+    def _who(self, run: int | None) -> str:
+        return "warm-up" if run is None else f"agent {self._index.get(run, run)}"
+
     # -------------------------------------------------------------------- runs
 
-    def run_started(self, index: int, now: float) -> None:
-        self._running += 1
-        self._counter("agents running", now, running=self._running)
-
-    def run_ended(self, result: Result, now: float) -> None:
+    def _run_ended(self, event: RunFinished | RunAborted) -> None:
+        run, now = event.run, event.at
+        for key in [k for k in self._attempts if k[0] == run]:
+            self._close_attempt(key, None, now)  # still holding its slot: cancelled
+        index = self._index.pop(run, run)
         self._running -= 1
-        self._done[result.status] += 1
-        ts = self._us(now)
-        args: dict[str, Any] = {"agent": result.index, "status": result.status}
-        args["turns"] = result.turns
-        if result.error is not None:
-            args["error"] = result.error.message[:200]
+        status = "ok" if isinstance(event, RunFinished) else event.status
+        self._done[status] += 1
+        args: dict[str, Any] = {"agent": index, "run": run, "status": status}
+        args["turns"] = event.turns
+        if isinstance(event, RunAborted):
+            args["error"] = event.reason.message[:200]
         self._emit(
             {
-                "name": f"agent {result.index} {result.status}",
+                "name": f"agent {index} {status}",
                 "ph": "i",
                 "s": "p",
-                "ts": ts,
+                "ts": self._us(now),
                 "pid": BATCH_PID,
                 "tid": 1,
                 "args": args,
@@ -166,63 +217,69 @@ class TraceWriter:
 
     # -------------------------------------------------------------------- model requests
 
-    def queued(self, call: CallModel, run: int | None, now: float) -> None:
-        self._waiting += 1
-        self._counter("slots", now, in_use=self._in_use, waiting=self._waiting)
-
-    def attempt_started(
-        self, call: CallModel, run: int | None, attempt: int, wait: float, now: float
-    ) -> Any:
+    def _attempt_started(self, event: RequestStarted) -> None:
         self._waiting -= 1
         self._in_use += 1
         used = self._slots.used
         lane = self._slots.take()
         self._thread_name(SLOTS_PID, lane, used, "slot")
-        self._counter("slots", now, in_use=self._in_use, waiting=self._waiting)
-        return (lane, call, run, attempt, wait, now)
+        self._counter("slots", event.at, in_use=self._in_use, waiting=self._waiting)
+        self._attempts[event.run, event.request_id] = event, lane
 
-    def attempt_ended(self, token: Any, exchange: Exchange | None, now: float) -> None:
-        lane, call, run, attempt, wait, started = token
+    def _attempt_ended(self, event: ModelReplied | RetryScheduled | RequestFailed) -> None:
+        key = (event.run, event.request_id)
+        if key in self._attempts:
+            self._close_attempt(key, event, event.at)
+
+    def _close_attempt(
+        self,
+        key: tuple[int | None, str],
+        end: ModelReplied | RetryScheduled | RequestFailed | None,
+        now: float,
+    ) -> None:
+        started, lane = self._attempts.pop(key)
         self._slots.give(lane)
         self._in_use -= 1
-        from .._core.events import ModelFailed  # noqa: PLC0415 - keeps import time low
-
-        who = "warm-up" if run is None else f"agent {run}"
-        name = f"{who} · turn {call.hints.turn + 1}"
+        who = self._who(started.run)
+        name = f"{who} · turn {started.turn + 1}"
+        attempt = started.attempt
         args: dict[str, Any] = {
-            "agent": run,
-            "request": call.request_id,
+            "agent": None if started.run is None else self._index.get(started.run),
+            "run": started.run,
+            "request": started.request_id,
             "attempt": attempt,
-            "slot_wait_ms": round(wait * 1e3, 3),
+            "slot_wait_ms": round(started.slot_wait * 1e3, 3),
         }
         event: dict[str, Any] = {
             "ph": "X",
-            "ts": self._us(started),
-            "dur": round((now - started) * 1e6, 1),
+            "ts": self._us(started.at),
+            "dur": round((now - started.at) * 1e6, 1),
             "pid": SLOTS_PID,
             "tid": lane,
             "args": args,
         }
-        if exchange is None:
+        ttft = None
+        if end is None:
             event["name"] = f"{name} (cancelled)"
             event["cname"] = "grey"
-        elif isinstance(exchange.event, ModelFailed):
-            error = exchange.event.error
+        elif isinstance(end, ModelReplied):
+            event["name"] = name if attempt == 1 else f"{name} · attempt {attempt}"
+            usage = end.usage
+            args["prompt_tokens"] = usage.prompt_tokens
+            args["cached_tokens"] = usage.cached_tokens
+            args["completion_tokens"] = usage.completion_tokens
+            ttft = end.ttft
+            if ttft is not None:
+                args["ttft_ms"] = round(ttft * 1e3, 3)
+        else:
+            error = end.error
             event["name"] = f"{who} · {error.kind.value}"
             event["cname"] = "terrible"
             args["error"] = error.message[:200]
             args["status"] = error.status
-        else:
-            event["name"] = name if attempt == 1 else f"{name} · attempt {attempt}"
-            usage = exchange.event.usage
-            args["prompt_tokens"] = usage.prompt_tokens
-            args["cached_tokens"] = usage.cached_tokens
-            args["completion_tokens"] = usage.completion_tokens
-            if exchange.ttft is not None:
-                args["ttft_ms"] = round(exchange.ttft * 1e3, 3)
         self._emit(event)
-        if exchange is not None and exchange.ttft is not None:
-            first = started + exchange.ttft
+        if ttft is not None:
+            first = started.at + ttft
             self._emit(
                 {
                     "name": "streaming",
@@ -235,79 +292,73 @@ class TraceWriter:
             )
         self._counter("slots", now, in_use=self._in_use, waiting=self._waiting)
 
-    def backoff(
-        self, call: CallModel, run: int | None, error: ModelError, wait: float, now: float
-    ) -> None:
-        # Back-offs are announced with their length, so the slice is written at once; its
-        # track is free again at its end (ends are not reported separately).
+    def _backoff(self, event: RetryScheduled) -> None:
+        # Back-offs are announced with their length, so the slice is written at once.
+        now, wait = event.at, event.delay
         used = self._backoffs.used
-        lane = self._backoff_lane(now, wait)
+        lane = self._free_lane(self._backoffs, self._backoff_ends, now, now + wait)
         self._thread_name(BACKOFF_PID, lane, used, "back-off")
-        who = "warm-up" if run is None else f"agent {run}"
         self._emit(
             {
-                "name": f"{who} · back-off after {error.kind.value}",
+                "name": f"{self._who(event.run)} · back-off after {event.error.kind.value}",
                 "ph": "X",
                 "ts": self._us(now),
                 "dur": round(wait * 1e6, 1),
                 "pid": BACKOFF_PID,
                 "tid": lane,
                 "cname": "bad",
-                "args": {"agent": run, "request": call.request_id, "wait_ms": round(wait * 1e3)},
+                "args": {
+                    "agent": None if event.run is None else self._index.get(event.run),
+                    "run": event.run,
+                    "request": event.request_id,
+                    "wait_ms": round(wait * 1e3),
+                },
             }
         )
 
-    def _backoff_lane(self, now: float, wait: float) -> int:
-        # Lanes whose last back-off ended before ``now`` are free; the ends are kept in a heap
-        # (bounded by the back-offs in flight at once).
-        ends = self._backoff_ends
-        while ends and ends[0][0] <= now:
+    @staticmethod
+    def _free_lane(lanes: _Lanes, ends: list[tuple[float, int]], start: float, end: float) -> int:
+        # Lanes whose last slice ended by ``start`` are free; the ends are kept in a heap
+        # (bounded by the slices that overlap at once).
+        while ends and ends[0][0] <= start:
             _, lane = heapq.heappop(ends)
-            self._backoffs.give(lane)
-        lane = self._backoffs.take()
-        heapq.heappush(ends, (now + wait, lane))
+            lanes.give(lane)
+        lane = lanes.take()
+        heapq.heappush(ends, (end, lane))
         return lane
-
-    def request_ended(
-        self, call: CallModel, event: ModelResponded | ModelFailed, now: float
-    ) -> None:
-        pass  # the attempts tell it all
 
     # -------------------------------------------------------------------- tools
 
-    def tool_started(self, name: str, now: float) -> Any:
+    def _tool_ended(self, event: ToolEnded) -> None:
+        if event.source != "executed":
+            return  # a call that shared an execution (or the cache) has no slice of its own
+        started = event.at - event.duration
         used = self._tools.used
-        lane = self._tools.take()
+        lane = self._free_lane(self._tools, self._tool_ends, started, event.at)
         self._thread_name(TOOLS_PID, lane, used, "tools")
-        return [lane, name, now, 1]
-
-    def tool_joined(self, token: Any, now: float) -> None:
-        if token is not None:
-            token[3] += 1
-
-    def tool_ended(self, token: Any, error: ToolError | None, waiters: int, now: float) -> None:
-        lane, name, started, _ = token
-        self._tools.give(lane)
-        event: dict[str, Any] = {
+        name, waiters = event.tool, event.calls
+        slice_: dict[str, Any] = {
             "name": name if waiters <= 1 else f"{name} ({waiters} calls)",
             "ph": "X",
             "ts": self._us(started),
-            "dur": round((now - started) * 1e6, 1),
+            "dur": round(event.duration * 1e6, 1),
             "pid": TOOLS_PID,
             "tid": lane,
             "args": {"tool": name, "waiters": waiters},
         }
-        if error is not None:
-            event["cname"] = "terrible"
-            event["args"]["error"] = f"{error.type}: {error.message}"[:200]
-        self._emit(event)
+        if event.error is not None:
+            slice_["cname"] = "terrible"
+            slice_["args"]["error"] = f"{event.error.type}: {event.error.message}"[:200]
+        self._emit(slice_)
 
     # -------------------------------------------------------------------- end
 
     def close(self) -> None:
-        """Finish the file (idempotent)."""
+        """Finish the file (idempotent); attempts still open are drawn as cancelled."""
         if self._file is None:
             return
+        for key, (started, _) in list(self._attempts.items()):
+            self._close_attempt(key, None, max(started.at, trio.current_time()))
         file, self._file = self._file, None
         last = {
             "name": "agentcore",

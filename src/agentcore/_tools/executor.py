@@ -51,13 +51,12 @@ One executor serves every agent of a driver. ``call(effect)`` goes through these
 
 from __future__ import annotations
 
-import logging
 import math
 import types
 import typing
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, final
+from typing import Any, Literal, final
 
 import attrs
 import cattrs
@@ -67,12 +66,11 @@ from .._core.errors import ConfigError
 from .._core.events import CallTool, ToolError, ToolFailed, ToolReturned
 from .._core.schema import ValidationFailed
 from .._core.singleflight import SingleflightTable, tool_key
-from .._observe.log import TOOLS
-from .._observe.observer import Observer
 from .context import RunContext
 from .spec import Tool, encode_result
 
 __all__ = [
+    "CallReport",
     "ToolExecutor",
     "ToolExecutorStatistics",
     "ToolStatistics",
@@ -243,19 +241,33 @@ class _RateLimiter:
 _CANCELLED = ToolError("cancelled", "the call was cancelled")
 
 
+class CallReport:
+    """How one call got its outcome: filled in by :meth:`ToolExecutor.call` when given one
+    (the driver passes one to report the call as a step event)."""
+
+    __slots__ = ("calls", "source")
+
+    def __init__(self) -> None:
+        self.source: Literal["executed", "coalesced", "cached"] = "executed"
+        """``"executed"``: its own execution; ``"coalesced"``: a concurrent identical call's;
+        ``"cached"``: the result cache."""
+        self.calls = 1
+        """The calls the execution answered (its waiters; 1 for an execution of its own)."""
+
+
 class _Flight:
     """One shared execution, run in a task of the executor's nursery. Its waiters are the
     tasks the singleflight table lists for ``key``; each is parked until the execution hands
     it the outcome. ``abandoned``: its last waiter left, so its outcome belongs to nobody."""
 
-    __slots__ = ("abandoned", "outcome", "scope", "token")
+    __slots__ = ("abandoned", "calls", "outcome", "scope")
 
     def __init__(self) -> None:
         self.outcome: _Outcome = _CANCELLED
         self.scope = trio.CancelScope()
         self.abandoned = False
-        self.token: Any = None
-        """The observer's handle on this execution, if anyone observes."""
+        self.calls = 0
+        """The waiters the outcome was handed to."""
 
 
 @attrs.define(eq=False)
@@ -310,8 +322,6 @@ class ToolExecutor:
         self._sweep_at = 64
         self._cache_size = cache_size
         self._counters = {name: _Counters() for name in by_name}
-        self.observer: Observer | None = None
-        """Told about each execution and the calls that share it (``None``: nobody listens)."""
         self._value_keyed = {name for name, t in by_name.items() if _keyed_by_value(t)}
         self._limiters = {
             name: trio.CapacityLimiter(t.options.max_concurrency)
@@ -333,7 +343,7 @@ class ToolExecutor:
         self,
         effect: CallTool,
         context: Callable[[], RunContext[Any]] | None = None,
-        shared: list[str] | None = None,
+        report: CallReport | None = None,
     ) -> ToolReturned | ToolFailed:
         """Run one tool call and report its outcome for ``effect.call_id``.
 
@@ -345,8 +355,8 @@ class ToolExecutor:
             context: builds the calling run's :class:`~agentcore.RunContext`, called only
                 for a tool that takes one (default: a context with index 0, empty ids and
                 no input or deps).
-            shared: if given, ``"cached"`` or ``"coalesced"`` is appended to it when the
-                outcome was not the call's own execution.
+            report: if given, told how the call got its outcome (its own execution, a
+                shared one, the cache) and how many calls an execution answered.
 
         Returns:
             ``ToolReturned`` with the result text, or ``ToolFailed`` with a ``ToolError``
@@ -392,20 +402,18 @@ class ToolExecutor:
         else:
             key = self._key(tool, raw, arguments)
         if key is None:
-            if self.observer is not None:
-                return _reply(effect.call_id, await self._observed(tool, arguments, run_context))
             return _reply(effect.call_id, await self._execute(tool, arguments, run_context))
         if tool.options.cache:
             content = self._cached(key)
             if content is not None:
                 counters.cache_hits += 1
-                if shared is not None:
-                    shared.append("cached")
+                if report is not None:
+                    report.source = "cached"
                 await trio.lowlevel.checkpoint()
                 return ToolReturned(effect.call_id, content)
         return _reply(
             effect.call_id,
-            await self._wait_for_flight(tool, key, arguments, run_context, shared),
+            await self._wait_for_flight(tool, key, arguments, run_context, report),
         )
 
     def statistics(self) -> ToolExecutorStatistics:
@@ -444,22 +452,17 @@ class ToolExecutor:
         key: Hashable,
         arguments: Any,
         context: RunContext[Any] | None,
-        shared: list[str] | None = None,
+        report: CallReport | None = None,
     ) -> _Outcome:
         me = trio.lowlevel.current_task()
         if self._table.join(key, me):
             flight = self._flights[key] = _Flight()
-            if self.observer is not None:
-                # Told here, in the first caller's task, so that joiners always find it.
-                flight.token = self.observer.tool_started(tool.name, trio.current_time())
             self._nursery.start_soon(self._fly, flight, key, tool, arguments, context)
         else:
             flight = self._flights[key]
             self._counters[tool.name].coalesced += 1
-            if self.observer is not None:
-                self.observer.tool_joined(flight.token, trio.current_time())
-            if shared is not None:
-                shared.append("coalesced")
+            if report is not None:
+                report.source = "coalesced"
 
         def abort(_: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
             if self._table.leave(key, me):  # the last waiter: nobody wants the outcome
@@ -469,6 +472,8 @@ class ToolExecutor:
             return trio.lowlevel.Abort.SUCCEEDED
 
         await trio.lowlevel.wait_task_rescheduled(abort)
+        if report is not None:
+            report.calls = flight.calls
         return flight.outcome
 
     async def _fly(
@@ -485,9 +490,7 @@ class ToolExecutor:
             with flight.scope:
                 outcome = await self._execute(tool, arguments, context)
         finally:
-            if flight.abandoned:  # the key is free already, maybe flying again
-                self._observed_end(flight, _CANCELLED, 0)
-            else:
+            if not flight.abandoned:  # else the key is free already, maybe flying again
                 # Finished, or the executor itself is closing: the waiters get the outcome
                 # (``cancelled`` when there is none) and the key is free again.
                 del self._flights[key]
@@ -496,28 +499,9 @@ class ToolExecutor:
                     flight.outcome = outcome
                     if tool.options.cache and isinstance(outcome, str):
                         self._store(key, outcome, tool.options.ttl)
+                flight.calls = len(waiters)
                 for waiter in waiters:
                     trio.lowlevel.reschedule(waiter)
-                self._observed_end(flight, flight.outcome, len(waiters))
-
-    def _observed_end(self, flight: _Flight, outcome: _Outcome, calls: int) -> None:
-        if self.observer is not None and flight.token is not None:
-            error = outcome if isinstance(outcome, ToolError) else None
-            self.observer.tool_ended(flight.token, error, calls, trio.current_time())
-
-    async def _observed(
-        self, tool: Tool[..., Any], arguments: Any, context: RunContext[Any] | None
-    ) -> _Outcome:
-        """``_execute`` for a call that is not coalesced, told to the observer."""
-        assert self.observer is not None
-        token = self.observer.tool_started(tool.name, trio.current_time())
-        outcome: _Outcome = ToolError("cancelled", "the call was cancelled")
-        try:
-            outcome = await self._execute(tool, arguments, context)
-            return outcome
-        finally:
-            error = outcome if isinstance(outcome, ToolError) else None
-            self.observer.tool_ended(token, error, 1, trio.current_time())
 
     # ------------------------------------------------------------------------- cache
 
@@ -581,34 +565,13 @@ class ToolExecutor:
                 return encode_result(await self._invoke(tool, arguments, context))
             counters.timeouts += 1
             counters.failures += 1
-            TOOLS.warning(
-                "tool %s timed out after %g s",
-                tool.name,
-                timeout,
-                extra={"tool": tool.name, "error_type": "timeout"},
-            )
             return ToolError("timeout", f"tool {tool.name!r} did not finish within {timeout:g} s")
         except Exception as exc:  # a failing tool is reported to the model, never raised
             counters.failures += 1
-            TOOLS.warning(
-                "tool %s raised %s: %s",
-                tool.name,
-                type(exc).__name__,
-                exc,
-                extra={"tool": tool.name, "error_type": type(exc).__name__},
-            )
             return ToolError(type(exc).__name__, str(exc) or type(exc).__name__)
         finally:
             counters.running -= 1
-            elapsed = trio.current_time() - started
-            counters.execution_time += elapsed
-            if TOOLS.isEnabledFor(logging.DEBUG):
-                TOOLS.debug(
-                    "tool %s ran %.3f s",
-                    tool.name,
-                    elapsed,
-                    extra={"tool": tool.name, "duration": elapsed},
-                )
+            counters.execution_time += trio.current_time() - started
 
     def _invoke(
         self, tool: Tool[..., Any], arguments: Any, context: RunContext[Any] | None

@@ -15,6 +15,7 @@ import trio
 
 import agentcore
 from agentcore import BackendUnavailable, ConfigError, RenderError, RetryPolicy, Task
+from agentcore._cli.main import main
 from agentcore.testing import ScriptedModel
 from tests.batch.test_cli import _cli, _write_inputs, _write_task
 
@@ -91,6 +92,29 @@ def test_the_cli_exits_2_on_a_placeholder_typo_naming_it_and_the_input_keys(
     assert proc.returncode == 2, proc.stderr
     assert "{trem}" in proc.stderr
     assert "its keys: term" in proc.stderr
+    assert not out.exists()
+
+
+def test_a_placeholder_typo_is_reported_once_however_many_inputs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task = tmp_path / "task.toml"
+    task.write_text('prompt = "Review {pth} ({size} bytes)"\n')
+    inputs = tmp_path / "inputs.jsonl"
+    lines = [orjson.dumps({"path": f"f{i}.py", "size": i}).decode() for i in range(50)]
+    lines[7] = '{"path": "f7.py"}'  # also lacks {size}: a bad line of its own
+    lines[9] = "{not json"
+    inputs.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out.jsonl"
+    code = main(["run", str(task), str(inputs), "-o", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err[0] == (
+        f"agentcore: error: the prompt template's placeholder {{pth}} is in no input of "
+        f"{inputs} (the first input, line 1: its keys: path, size)"
+    )
+    assert [line.split(": ")[0] for line in err[1:]] == [f"{inputs}:8", f"{inputs}:10"]
+    assert "{size}" in err[1]
     assert not out.exists()
 
 

@@ -15,7 +15,7 @@ import inspect
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -72,29 +72,55 @@ def read_inputs(path: Path, task: Task | None = None) -> list[Any]:
     except OSError as exc:
         raise InputFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
     inputs: list[Any] = []
-    problems: list[str] = []
+    problems: list[tuple[str, frozenset[str]]] = []  # each with the placeholders it lacks
+    first: tuple[int, Any] | None = None
+    nowhere: frozenset[str] | None = None  # placeholders no input has so far
     for number, line in enumerate(raw.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             value = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
-            problems.append(f"{path}:{number}: not valid JSON: {exc}")
+            problems.append((f"{path}:{number}: not valid JSON: {exc}", frozenset()))
             continue
         if task is not None:
+            missing = frozenset(task.missing_placeholders(value))
+            nowhere = missing if nowhere is None else nowhere & missing
+            first = first or (number, value)
             try:
                 task.check_input(value)  # names the missing placeholders and the keys
                 render_prompt(task, value)
             except RenderError as exc:
-                problems.append(f"{path}:{number}: {exc}")
+                problems.append((f"{path}:{number}: {exc}", missing))
                 continue
         inputs.append(value)
-    if problems:
-        shown = problems[:10]
+    shown: list[str] = []
+    if task is not None and first is not None and nowhere:
+        # A placeholder that no input has is a fault of the template (a typo): said once.
+        shown.append(_template_error(task, nowhere, path, *first))
+        problems = [p for p in problems if not p[1] or not p[1] <= nowhere]
+    if problems or shown:
+        shown += [text for text, _ in problems[:10]]
         if len(problems) > 10:
             shown.append(f"... and {len(problems) - 10} more bad lines")
         raise InputFileError("\n".join(shown))
     return inputs
+
+
+def _template_error(
+    task: Task, nowhere: frozenset[str], path: Path, number: int, value: Any
+) -> str:
+    names = [name for name in task.placeholders if name in nowhere]
+    shown = ", ".join(f"{{{name}}}" for name in names)
+    if isinstance(value, Mapping):
+        has = f"its keys: {', '.join(sorted(map(str, value))) or 'none'}"
+    else:
+        has = "not an object, so it fills {input} only"
+    return (
+        f"the prompt template's placeholder{'s' if len(names) > 1 else ''} {shown} "
+        f"{'are' if len(names) > 1 else 'is'} in no input of {path} "
+        f"(the first input, line {number}: {has})"
+    )
 
 
 def drop_unfinished(path: Path) -> int:

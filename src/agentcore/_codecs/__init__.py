@@ -8,7 +8,8 @@ parser on use (the ``bedrock`` extra). Files:
 - ``codec``: the :class:`Codec` protocol, stream deltas and the :class:`Backend` value.
 - ``exchange``: :class:`Exchange`, the outcome of one attempt at a model request.
 - ``common``: what the dialects share (sampling parameters, wire counts).
-- ``dialects``: the OpenAI-compatible dialects (openai, vllm, sglang, dynamo, sim), options.
+- ``dialects``: the OpenAI-compatible dialects: one :class:`Dialect` record each (every fact
+  about an engine), option validation and the extras each puts on the wire.
 - ``openai``: the OpenAI-compatible codec (chat completions, streamed and not).
 - ``anthropic``: the Anthropic Messages codec.
 - ``bedrock``: the AWS Bedrock Converse codec and its event-stream decoder.

@@ -26,12 +26,17 @@ __all__ = [
     "StreamDecoder",
     "TextDelta",
     "ToolCallDelta",
+    "TransportKind",
     "WarmUp",
 ]
 
 
 WarmUp = Literal["off", "request", "slots"]
+"""How a batch warms a server's prefix cache (``agentcore._tasks.warmup``)."""
 WARM_UPS: tuple[WarmUp, ...] = ("off", "request", "slots")
+TransportKind = Literal["lean", "httpx"]
+"""``"lean"``: h11 on trio sockets, one connection per slot (self-hosted servers).
+``"httpx"``: ``httpx.AsyncClient`` (hosted APIs: proxies, HTTP/2, auth flows)."""
 
 
 @attrs.frozen
@@ -94,11 +99,12 @@ class Backend:
     """
 
     name: str
-    """Dialect name: ``openai``, ``vllm``, ``sglang``, ``dynamo``, ``anthropic``, ``sim``."""
+    """Dialect name: one of :data:`agentcore._codecs.dialects.DIALECTS` (``openai``, ``vllm``,
+    ``sglang``, ``dynamo``, ``sim``, ``llamacpp``), ``anthropic`` or ``bedrock``."""
     base_url: str
     """``http(s)://host[:port][/base path]`` that request paths are appended to."""
     codec: Codec = attrs.field(eq=False, repr=False)
-    transport: Literal["lean", "httpx"] = "httpx"
+    transport: TransportKind = "httpx"
     """Default transport: the lean h11 one for self-hosted plain-HTTP servers, httpx for
     hosted APIs."""
     self_hosted: bool = False
@@ -110,9 +116,11 @@ class Backend:
     max_reply_bytes: int | None = DEFAULT_MAX_REPLY_BYTES
     """The cap on one reply body; a larger reply fails with ``ErrorKind.REPLY_TOO_LARGE``."""
     reuse_streams: bool = True
-    """Whether a connection is kept after a streamed reply (``False`` for llama-server, which
-    closes it right after every streamed reply: reusing it races that close)."""
+    """Whether a connection is kept after a streamed reply (the dialect record's
+    ``reuse_streams``: ``False`` for llama-server, which closes it right after every streamed
+    reply, so reusing it races that close)."""
     warm_up: WarmUp = "off"
     """How a batch warms the shared prefix before its fan-out (``docs/backends.md``):
     ``off``, ``request`` (one one-token request) or ``slots`` (llama-server: one request, then
-    the warm slot copied into every slot)."""
+    the warm slot copied into every slot). Defaults to the dialect record's ``warm_up`` on a
+    self-hosted server, ``off`` on a hosted API."""

@@ -1,4 +1,11 @@
-"""What each OpenAI-compatible server adds to a chat-completions request.
+"""The OpenAI-compatible dialects: one record per dialect, and what each adds to a request.
+
+Every fact agentcore keeps about a dialect is a field of its :class:`Dialect` record in
+:data:`DIALECTS`: its URL scheme's default port, whether such servers are self-hosted, the
+default transport, the batch warm-up, whether streamed connections are reused, the options it
+takes and their defaults, how it writes priority and the request id. The backend URLs
+(:mod:`agentcore._transports.backends`), the option validation and the wire extras below read
+the record and nothing else, so a new engine is one more record.
 
 The OpenAI codec builds the common body (model, tools, messages, sampling parameters); this
 module holds the per-dialect part: which options a dialect accepts, their validation, and the
@@ -32,19 +39,18 @@ import attrs
 from .._core.errors import ConfigError
 from .._core.events import CallModel
 from .._core.validators import check_header_value
+from .codec import TransportKind, WarmUp
 
 __all__ = [
     "DIALECTS",
     "DYNAMO_APIS",
+    "Dialect",
     "DynamoApi",
     "OpenAIOptions",
     "dialect_body",
     "dialect_headers",
     "make_options",
 ]
-
-DIALECTS = ("openai", "vllm", "sglang", "dynamo", "sim", "llamacpp")
-"""The OpenAI-compatible dialects this module knows."""
 
 ResponseFormatMode = Literal["always", "without_tools", "never"]
 Annotations = Sequence[str] | Callable[[CallModel], Sequence[str]]
@@ -163,7 +169,8 @@ def _response_format_mode(value: object) -> ResponseFormatMode:
 class OpenAIOptions:
     """Validated options of an OpenAI-compatible codec (built by :func:`make_options`)."""
 
-    dialect: str = "openai"
+    record: Dialect
+    """The dialect's record."""
     response_format: ResponseFormatMode = "always"
     """When to send ``response_format`` for a call with an output schema: ``always``,
     ``without_tools`` (only on calls that offer no tools: guided decoding on vLLM/SGLang
@@ -196,8 +203,13 @@ class OpenAIOptions:
     annotations: Annotations = attrs.field(default=(), eq=False)
     session_headers: bool = True
 
+    @property
+    def dialect(self) -> str:
+        """The dialect name."""
+        return self.record.name
 
-_COMMON = frozenset(
+
+COMMON_OPTIONS = frozenset(
     {
         "response_format",
         "strict_output",
@@ -208,37 +220,91 @@ _COMMON = frozenset(
         "extra_body",
     }
 )
-_ALLOWED: Mapping[str, frozenset[str]] = {
-    "openai": _COMMON,
-    "sim": _COMMON | {"priority", "cache_salt", "request_id_header"},
-    "vllm": _COMMON | {"priority", "cache_salt", "request_id_header"},
-    "sglang": _COMMON | {"priority", "cache_salt", "rid"},
-    "llamacpp": _COMMON,
-    "dynamo": _COMMON
-    | {
-        "priority",
-        "cache_salt",
-        "dynamo_version",
-        "osl",
-        "speculative_prefill",
-        "latency_sensitivity",
-        "strict_priority",
-        "extra_fields",
-        "annotations",
-        "session_headers",
-        "request_id_header",
-    },
-}
-_DEFAULT_RESPONSE_FORMAT: Mapping[str, ResponseFormatMode] = {
-    "openai": "always",
-    "sim": "always",
-    "vllm": "without_tools",
-    "sglang": "without_tools",
-    "llamacpp": "without_tools",
-    # The Dynamo mocker ignores response_format, and a real engine behind Dynamo would
-    # constrain tool-calling turns too: off unless asked.
-    "dynamo": "never",
-}
+"""The options every OpenAI-compatible dialect takes."""
+
+
+@attrs.frozen(kw_only=True)
+class Dialect:
+    """Everything agentcore knows about one OpenAI-compatible dialect (every field is required:
+    a record is complete or it does not load)."""
+
+    name: str
+    """The dialect name, also its URL scheme where it has one (``vllm://``)."""
+    port: int | None
+    """Default port of the dialect's own ``name://host`` scheme of a self-hosted server;
+    ``None`` when it has none (``openai://`` is the hosted API, ``sim://`` is started by the
+    driver)."""
+    self_hosted: bool
+    """Servers reached through the dialect's own scheme are run by the user (batch warm-up on,
+    no per-token cost). A plain ``http://`` URL is self-hosted whatever its dialect."""
+    transport: TransportKind
+    """The default transport on the dialect's own scheme."""
+    warm_up: WarmUp
+    """How a batch warms a self-hosted server of this dialect (hosted servers: ``off``)."""
+    reuse_streams: bool
+    """Whether a connection is kept after a streamed reply (``False`` for llama-server, which
+    closes it after every streamed reply although it announced keep-alive)."""
+    options: frozenset[str]
+    """The options the dialect takes besides the common ones (:data:`COMMON_OPTIONS`)."""
+    response_format: ResponseFormatMode
+    """Default of the ``response_format`` option."""
+    strict_tools: bool
+    """Default of the ``strict_tools`` option (tools sent with ``"strict": true``)."""
+    priority: Literal["lower_first", "higher_first"] | None
+    """How the engine orders requests by the ``priority`` field agentcore writes from the
+    hint priority (higher = sooner): ``lower_first`` gets it negated, ``higher_first`` as is;
+    ``None``: the dialect has no priority field."""
+    request_id: Literal["header", "rid"] | None
+    """How the request id is sent by default: the ``x-request-id`` header, SGLang's ``rid``
+    body field, or not at all."""
+    nvext: bool
+    """The extras go in Dynamo's ``nvext`` object, checked against :data:`DYNAMO_APIS`."""
+    default_model: str | None
+    """The model name sent when none is given (``None``: a model name is required; the
+    simulator answers to any name)."""
+
+
+_PRIORITY_OPTIONS = frozenset({"priority", "cache_salt", "request_id_header"})
+
+DIALECTS: Mapping[str, Dialect] = {
+    record.name: record
+    for record in (
+        Dialect(name="openai", port=None, self_hosted=False, transport="httpx",
+                warm_up="request", reuse_streams=True, options=frozenset(),
+                response_format="always", strict_tools=False, priority=None, request_id=None,
+                nvext=False, default_model=None),
+        Dialect(name="vllm", port=8000, self_hosted=True, transport="lean", warm_up="request",
+                reuse_streams=True, options=_PRIORITY_OPTIONS,
+                response_format="without_tools", strict_tools=True, priority="lower_first",
+                request_id="header", nvext=False, default_model=None),
+        Dialect(name="sglang", port=30000, self_hosted=True, transport="lean",
+                warm_up="request", reuse_streams=True,
+                options=frozenset({"priority", "cache_salt", "rid"}),
+                response_format="without_tools", strict_tools=False, priority="higher_first",
+                request_id="rid", nvext=False, default_model=None),
+        # The Dynamo mocker ignores response_format, and a real engine behind Dynamo would
+        # constrain tool-calling turns too: off unless asked.
+        Dialect(name="dynamo", port=8000, self_hosted=True, transport="lean",
+                warm_up="request", reuse_streams=True,
+                options=_PRIORITY_OPTIONS | {"dynamo_version", "osl", "speculative_prefill",
+                                             "latency_sensitivity", "strict_priority",
+                                             "extra_fields", "annotations", "session_headers"},
+                response_format="never", strict_tools=False, priority="higher_first",
+                request_id="header", nvext=True, default_model=None),
+        Dialect(name="sim", port=None, self_hosted=True, transport="lean", warm_up="request",
+                reuse_streams=True, options=_PRIORITY_OPTIONS, response_format="always",
+                strict_tools=False, priority="lower_first", request_id="header", nvext=False,
+                default_model="sim"),
+        # llama-server keeps a prefix cache per slot: one warm request fills one slot only, so
+        # the warm slot is copied into every slot (docs/backends.md).
+        Dialect(name="llamacpp", port=8080, self_hosted=True, transport="lean",
+                warm_up="slots", reuse_streams=False, options=frozenset(),
+                response_format="without_tools", strict_tools=False, priority=None,
+                request_id=None, nvext=False, default_model=None),
+    )
+}  # fmt: skip
+"""The OpenAI-compatible dialects, by name: the one table of dialect facts."""
+
 # Body fields the codec writes itself; extra_body may not replace them.
 _RESERVED_BODY = frozenset(
     {
@@ -269,18 +335,20 @@ def make_options(dialect: str, options: Mapping[str, Any]) -> OpenAIOptions:
     Raises:
         ConfigError: unknown dialect, an option the dialect does not take, or a bad value.
     """
-    if dialect not in _ALLOWED:
+    record = DIALECTS.get(dialect)
+    if record is None:
         raise ConfigError(
             f"unknown OpenAI-compatible dialect {dialect!r}; expected one of {list(DIALECTS)}"
         )
-    unknown = sorted(set(options) - _ALLOWED[dialect])
+    allowed = COMMON_OPTIONS | record.options
+    unknown = sorted(set(options) - allowed)
     if unknown:
         raise ConfigError(
             f"option(s) {unknown} not supported by the {dialect} dialect; "
-            f"it takes {sorted(_ALLOWED[dialect])}"
+            f"it takes {sorted(allowed)}"
         )
     get = options.get
-    mode = _response_format_mode(get("response_format", _DEFAULT_RESPONSE_FORMAT[dialect]))
+    mode = _response_format_mode(get("response_format", record.response_format))
     max_tokens_field = get("max_tokens_field", "max_tokens")
     if max_tokens_field not in ("max_tokens", "max_completion_tokens"):
         raise ConfigError(
@@ -291,22 +359,22 @@ def make_options(dialect: str, options: Mapping[str, Any]) -> OpenAIOptions:
     if cache_salt is not None and (not isinstance(cache_salt, str) or not cache_salt):
         raise ConfigError(f"cache_salt must be a non-empty string, got {cache_salt!r}")
     dynamo = None
-    if dialect == "dynamo":
+    if record.nvext:
         dynamo = dynamo_api(_str_option(get("dynamo_version", "1.6"), "dynamo_version"))
     fields: dict[str, Any] = {
-        "dialect": dialect,
+        "record": record,
         "response_format": mode,
         "strict_output": _bool_option(get("strict_output", False), "strict_output"),
-        "strict_tools": _bool_option(get("strict_tools", dialect == "vllm"), "strict_tools"),
+        "strict_tools": _bool_option(get("strict_tools", record.strict_tools), "strict_tools"),
         "max_tokens_field": max_tokens_field,
         "stream_usage": _bool_option(get("stream_usage", True), "stream_usage"),
         "extra_headers": _headers_option(get("extra_headers", {})),
         "extra_body": _body_option(get("extra_body", {}), dynamo),
         "request_id_header": _bool_option(
-            get("request_id_header", dialect in ("vllm", "dynamo", "sim")), "request_id_header"
+            get("request_id_header", record.request_id == "header"), "request_id_header"
         ),
         "cache_salt": cache_salt,
-        "rid": _bool_option(get("rid", dialect == "sglang"), "rid"),
+        "rid": _bool_option(get("rid", record.request_id == "rid"), "rid"),
         "dynamo": dynamo,
     }
     if dynamo is not None:
@@ -419,25 +487,18 @@ def _body_option(value: object, dynamo: DynamoApi | None) -> tuple[tuple[str, An
 
 def dialect_body(call: CallModel, opts: OpenAIOptions) -> list[tuple[str, Any]]:
     """The dialect's extra top-level body fields for ``call``, in wire order."""
-    hints = call.hints
-    extra: list[tuple[str, Any]] = []
-    dialect = opts.dialect
-    if dialect in ("vllm", "sim"):
-        if opts.priority:
-            extra.append(("priority", -hints.priority))
-        if opts.cache_salt is not None:
-            extra.append(("cache_salt", opts.cache_salt))
-    elif dialect == "sglang":
-        if opts.rid:
-            extra.append(("rid", call.request_id))
-        if opts.priority:
-            extra.append(("priority", hints.priority))
-        if opts.cache_salt is not None:
-            extra.append(("cache_salt", opts.cache_salt))
-    elif dialect == "dynamo":
+    if opts.dynamo is not None:
         nvext = dynamo_nvext(call, opts)
-        if nvext:
-            extra.append(("nvext", nvext))
+        return [("nvext", nvext)] if nvext else []
+    extra: list[tuple[str, Any]] = []
+    if opts.rid:
+        extra.append(("rid", call.request_id))
+    if opts.priority:
+        priority = call.hints.priority
+        lower_first = opts.record.priority == "lower_first"
+        extra.append(("priority", -priority if lower_first else priority))
+    if opts.cache_salt is not None:
+        extra.append(("cache_salt", opts.cache_salt))
     return extra
 
 

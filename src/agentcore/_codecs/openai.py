@@ -48,10 +48,7 @@ from .dialects import OpenAIOptions, dialect_body, dialect_headers, make_options
 from .http import Headers, HttpRequest
 from .sse import SSEDecoder
 
-__all__ = ["SIM_MODEL", "OpenAICodec", "OpenAIStreamDecoder"]
-
-SIM_MODEL = "sim"
-"""Model name sent to the simulator when none is given (it answers to any name)."""
+__all__ = ["OpenAICodec", "OpenAIStreamDecoder"]
 
 
 class OpenAICodec:
@@ -60,10 +57,10 @@ class OpenAICodec:
     Args:
         base_url: ``http(s)://host[:port]/base`` (typically ending in ``/v1``); requests go
             to ``{base_url}/chat/completions``.
-        model: the model name sent in every request (the ``sim`` dialect defaults an empty
-            name to ``"sim"``).
+        model: the model name sent in every request (a dialect whose record has a
+            ``default_model``, such as ``sim``, fills in an empty name).
         api_key: sent as ``Authorization: Bearer``; never shown in reprs.
-        dialect: ``openai``, ``vllm``, ``sglang``, ``dynamo`` or ``sim``.
+        dialect: a name in :data:`~agentcore._codecs.dialects.DIALECTS`.
         **options: dialect options, see ``docs/backends.md``.
 
     Raises:
@@ -84,8 +81,8 @@ class OpenAICodec:
         self._setup(base_url, model, api_key, make_options(dialect, options))
 
     def _setup(self, base_url: str, model: str, api_key: str | None, opts: OpenAIOptions) -> None:
-        if not model and opts.dialect == "sim":
-            model = SIM_MODEL
+        if not model and opts.record.default_model:
+            model = opts.record.default_model
         if not isinstance(model, str) or not model:
             raise ConfigError(f"model must be a non-empty string, got {model!r}")
         self.base_url = base_url.rstrip("/")

@@ -182,6 +182,12 @@ class Task(Generic[T]):
                 names.setdefault(name, None)
         return tuple(names)
 
+    def missing_placeholders(self, value: Any) -> list[str]:
+        """The template's placeholders ``value`` has no value for, in order of first use (a
+        mapping fills placeholders by key; any other value fills ``{input}`` only)."""
+        keys = value if isinstance(value, Mapping) else {"input": value}
+        return [name for name in self.placeholders if name not in keys]
+
     def check_input(self, value: Any) -> None:
         """Check that ``value`` fills every placeholder of the template (a mapping needs each
         placeholder as a key; any other value fills ``{input}`` only).
@@ -192,8 +198,7 @@ class Task(Generic[T]):
         Raises:
             RenderError: naming the placeholders ``value`` lacks and the keys it has.
         """
-        keys = value if isinstance(value, Mapping) else {"input": value}
-        missing = [name for name in self.placeholders if name not in keys]
+        missing = self.missing_placeholders(value)
         if missing:
             shown = ", ".join(f"{{{name}}}" for name in missing)
             if isinstance(value, Mapping):

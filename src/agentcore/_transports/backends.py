@@ -31,14 +31,13 @@ OpenAI is never sent to another server, and they are never stored in ``Backend.o
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
 import attrs
 
 from .._codecs.anthropic import AnthropicCodec
-from .._codecs.codec import WARM_UPS, Backend, Codec, WarmUp
+from .._codecs.codec import WARM_UPS, Backend, Codec, TransportKind, WarmUp
 from .._codecs.dialects import DIALECTS
 from .._codecs.openai import OpenAICodec
 from .._codecs.reply_limit import DEFAULT_MAX_REPLY_BYTES, check_max_reply_bytes
@@ -51,18 +50,6 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 SIM_BASE_URL = "sim://"
 
-_SELF_HOSTED_PORTS: Mapping[str, int] = {
-    "vllm": 8000,
-    "sglang": 30000,
-    "dynamo": 8000,
-    "llamacpp": 8080,
-}
-_DEFAULT_WARM_UP: Mapping[str, WarmUp] = {"llamacpp": "slots"}
-_CLOSES_AFTER_STREAMS = frozenset({"llamacpp"})
-"""Dialects whose servers close the connection after every streamed reply (llama-server,
-while announcing keep-alive): the transport closes it itself instead of racing that close."""
-"""Per-dialect warm-up of a self-hosted server when it is not ``request``: llama-server keeps
-a prefix cache per slot, so one warm request fills one slot only (``docs/backends.md``)."""
 _BACKEND_KEYS = frozenset({"stream", "transport"})
 """Options that configure the :class:`Backend` itself rather than its codec."""
 _SIM_KEYS = frozenset({"config"})
@@ -130,15 +117,15 @@ def backend(
         given["warm_up"] = warm_up
     configured = _configure(url_or_backend, parts, model, api_key, stream, transport, options,
                             given)  # fmt: skip
+    record = DIALECTS.get(configured.name)  # Anthropic and Bedrock have none: their defaults
+    default: WarmUp = "off"
     if configured.self_hosted:
-        default: WarmUp = _DEFAULT_WARM_UP.get(configured.name, "request")
-    else:
-        default = "off"
+        default = "request" if record is None else record.warm_up
     return attrs.evolve(
         configured,
         max_reply_bytes=max_reply,
         warm_up=default if warm_up is None else warm_up,
-        reuse_streams=configured.name not in _CLOSES_AFTER_STREAMS,
+        reuse_streams=True if record is None else record.reuse_streams,
     )
 
 
@@ -148,27 +135,28 @@ def _configure(  # noqa: PLR0917 - private, one caller
     model: str,
     api_key: str | None,
     stream: bool,
-    transport: Literal["lean", "httpx"] | None,
+    transport: TransportKind | None,
     options: dict[str, Any],
     given: dict[str, Any],
 ) -> Backend:
     scheme = parts.scheme.lower()
 
+    record = DIALECTS.get(scheme)
     if scheme == "sim":
         codec_options = {k: v for k, v in options.items() if k not in _SIM_KEYS}
         _no_dialect(codec_options, "sim")
         codec: Codec = _openai_codec(SIM_BASE_URL, model, api_key, "sim", codec_options)
-        return Backend("sim", SIM_BASE_URL, codec, transport or "lean", True, stream, given)
+        return _dialect_backend(scheme, SIM_BASE_URL, codec, transport, stream, given)
     _check_url(url_or_backend, parts)
     if scheme == "bedrock":
         return _bedrock_backend(parts, model, api_key, options, transport, stream, given)
-    if scheme in _SELF_HOSTED_PORTS:
+    if record is not None and record.port is not None:  # a self-hosted engine's own scheme
         if not parts.hostname:
-            raise ConfigError(f"{scheme}:// needs a host, e.g. {scheme}://127.0.0.1:8000")
+            raise ConfigError(f"{scheme}:// needs a host, e.g. {scheme}://127.0.0.1:{record.port}")
         _no_dialect(options, scheme)
-        base = _base_url("http", parts, _SELF_HOSTED_PORTS[scheme])
+        base = _base_url("http", parts, record.port)
         codec = _openai_codec(base, model, api_key, scheme, options)
-        return Backend(scheme, base, codec, transport or "lean", True, stream, given)
+        return _dialect_backend(scheme, base, codec, transport, stream, given)
     if scheme == "openai":
         _no_dialect(options, "openai")
         if parts.hostname:
@@ -178,7 +166,7 @@ def _configure(  # noqa: PLR0917 - private, one caller
             api_key = _key(api_key, "OPENAI_API_KEY", "openai://")
             options.setdefault("max_tokens_field", "max_completion_tokens")
         codec = _openai_codec(base, model, api_key, "openai", options)
-        return Backend("openai", base, codec, transport or "httpx", False, stream, given)
+        return _dialect_backend(scheme, base, codec, transport, stream, given)
     if scheme == "anthropic":
         _no_dialect(options, "anthropic")
         if parts.hostname:
@@ -193,7 +181,7 @@ def _configure(  # noqa: PLR0917 - private, one caller
             raise ConfigError(f"backend URL {url_or_backend!r} has no host")
         dialect = options.pop("dialect", "openai")
         plain = scheme == "http"
-        kind: Literal["lean", "httpx"] = transport or ("lean" if plain else "httpx")
+        kind: TransportKind = transport or ("lean" if plain else "httpx")
         if dialect == "anthropic":
             base = _base_url(scheme, parts, None, default_path="")
             codec = _anthropic_codec(base, model, api_key, options)
@@ -211,10 +199,29 @@ def _configure(  # noqa: PLR0917 - private, one caller
             codec = _openai_codec(base, model, api_key, dialect, options)
         return Backend(dialect, base, codec, kind, plain, stream, given)
     raise ConfigError(
-        f"unknown backend scheme {parts.scheme!r} in {url_or_backend!r}; use openai://, "
-        "anthropic://, bedrock://, vllm://, sglang://, dynamo://, llamacpp://, sim://, http:// "
-        "or https://"
+        f"unknown backend scheme {parts.scheme!r} in {url_or_backend!r}; use "
+        f"{', '.join(f'{name}://' for name in _schemes())}, http:// or https://"
     )
+
+
+def _schemes() -> list[str]:
+    """The URL schemes :func:`backend` takes besides ``http`` and ``https``."""
+    own = [name for name, record in DIALECTS.items() if record.port is not None]
+    return ["openai", "anthropic", "bedrock", *own, "sim"]
+
+
+def _dialect_backend(  # noqa: PLR0917 - private
+    name: str,
+    base: str,
+    codec: Codec,
+    transport: TransportKind | None,
+    stream: bool,
+    given: dict[str, Any],
+) -> Backend:
+    """The backend of a dialect's own URL scheme, with its record's transport and hosting."""
+    record = DIALECTS[name]
+    kind = transport or record.transport
+    return Backend(name, base, codec, kind, record.self_hosted, stream, given)
 
 
 def _scheme(url: str) -> str:
@@ -237,7 +244,7 @@ def _bedrock_backend(  # noqa: PLR0917 - private, one call site
     model: str,
     api_key: str | None,
     options: dict[str, Any],
-    transport: Literal["lean", "httpx"] | None,
+    transport: TransportKind | None,
     stream: bool,
     given: dict[str, Any],
 ) -> Backend:

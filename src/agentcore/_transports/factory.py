@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
+from .._codecs.codec import TransportKind
 from .._codecs.reply_limit import DEFAULT_MAX_REPLY_BYTES
 from .._core.errors import ConfigError
 from .hosted import HttpxTransport
@@ -11,10 +10,6 @@ from .lean import LeanTransport, Origin
 from .protocol import Transport
 
 __all__ = ["TransportKind", "make_transport"]
-
-TransportKind = Literal["lean", "httpx"]
-"""``"lean"``: h11 on trio streams, one connection per slot (self-hosted servers).
-``"httpx"``: ``httpx.AsyncClient`` (hosted APIs: proxies, HTTP/2, auth flows)."""
 
 
 def make_transport(

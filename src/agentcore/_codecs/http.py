@@ -9,7 +9,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from .._core.validators import number_at_least
+from .._core.validators import optional_number_at_least
 
 __all__ = [
     "SECRET_HEADERS",
@@ -75,7 +75,7 @@ class HttpResponse:
     body: bytes = b""
 
 
-_seconds = attrs.validators.optional(number_at_least(0.0, strictly=True))
+_seconds = optional_number_at_least(0.0, strictly=True)
 
 
 @attrs.frozen

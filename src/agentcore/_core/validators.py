@@ -24,6 +24,7 @@ __all__ = [
     "number_at_least",
     "one_of",
     "optional_int_at_least",
+    "optional_number_at_least",
     "optional_nonempty_str",
 ]
 
@@ -87,6 +88,17 @@ def number_at_least(minimum: float, *, strictly: bool = False) -> Validator:
         if not ok:
             where = _where(instance, attribute)
             raise ConfigError(f"{where} must be a number {relation} {minimum}, got {value!r}")
+
+    return check
+
+
+def optional_number_at_least(minimum: float, *, strictly: bool = False) -> Validator:
+    """``None``, or a number of at least ``minimum`` (above it, if ``strictly``)."""
+    inner = number_at_least(minimum, strictly=strictly)
+
+    def check(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if value is not None:
+            inner(instance, attribute, value)
 
     return check
 

@@ -15,7 +15,7 @@ import trio
 
 import agentcore
 from agentcore._core.schema import ValidationFailed, json_schema, structure
-from agentcore._tasks.batch import _as_json_value
+from agentcore._codecs.values import json_value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,7 +119,7 @@ def test_a_pydantic_model_output_uses_pydantic_schema_and_validation() -> None:
     assert [r.status for r in results] == ["ok"] * 3, results
     assert all(isinstance(r.output, Summary) for r in results)
     # What the CLI writes for an output: pydantic's own JSON form.
-    assert _as_json_value(value) == {"text": "x", "sources": [{"url": "u"}]}
+    assert json_value(value) == {"text": "x", "sources": [{"url": "u"}]}
 
 
 def test_a_pydantic_model_as_a_tool_parameter_is_validated_by_pydantic() -> None:

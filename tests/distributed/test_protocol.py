@@ -13,6 +13,7 @@ import trio
 import agentcore
 from agentcore import QueueAddress
 from agentcore._distributed.connection import open_connection
+from agentcore._distributed.records import decode_checkpoint
 from tests.distributed.agents import TASK, CountingModel, expected_total, make_task
 
 
@@ -111,8 +112,10 @@ async def test_a_recovered_agent_runs_its_pending_tools_without_asking_the_model
             async with open_connection(address) as conn:
                 # The reply with its pending call is committed before the tool runs.
                 assert await conn.command("HGET", address.keys.version, "0") == "1"
-                snapshot = orjson.loads(await conn.command("HGET", address.keys.checkpoint, "0"))
-            assert snapshot["state"] == "awaiting_tools"
+                checkpoint = await conn.command("HGET", address.keys.checkpoint, "0")
+            clock, snapshot = decode_checkpoint(checkpoint, now=0.0)
+            assert orjson.loads(snapshot)["state"] == "awaiting_tools"
+            assert clock.started > 0 and clock.model_time >= 0 and clock.tool_time == 0
             a_scope.cancel()  # A stops heartbeating: its entry is left pending
         nursery.cancel_scope.cancel()
     assert first_model.calls == 1

@@ -22,15 +22,16 @@ from typing import IO, Any
 import orjson
 import trio
 
-from .._codecs.serde import dumps
+from .._codecs.values import json_value
 from .._core.errors import ConfigError
 from .._core.results import Result
 from .._driver.open import open_driver
 from .._driver.stats import DriverStatistics
 from .._observe.render import render_timeline
 from .._sim import SimConfig, run_sim_server
-from .._tasks.batch import BATCH_SLOT_POLICY, _as_json_value, new_batch_id, open_batch
+from .._tasks.batch import BATCH_SLOT_POLICY, new_batch_id, open_batch
 from .._tasks.results_file import (
+    ResultRecord,
     ResultsFile,
     check_output_path,
     finished_indices,
@@ -146,42 +147,6 @@ def drop_unfinished(path: Path) -> int:
     return len(lines) - len(kept)
 
 
-def result_record(result: Result, index: int, *, transcript: bool = False) -> dict[str, Any]:
-    """The JSON object written for one finished input.
-
-    A failed input's ``error`` holds the abort ``kind`` and ``message`` and, when a model
-    request failed, the model error's kind (``model_error``: ``not_found``, ``auth``,
-    ``connection``...) and its ``http_status`` (``null`` without a response).
-    """
-    error: dict[str, Any] | None = None
-    if result.error is not None:
-        error = {"kind": result.error.kind.value, "message": result.error.message}
-        cause = result.error.error
-        error["model_error"] = cause.kind.value if cause is not None else None
-        error["http_status"] = cause.status if cause is not None else None
-    record: dict[str, Any] = {
-        "index": index,
-        "status": result.status,
-        "output": _as_json_value(result.output),
-        "error": error,
-        "turns": result.turns,
-        "usage": {
-            "prompt_tokens": result.usage.prompt_tokens,
-            "completion_tokens": result.usage.completion_tokens,
-            "cached_tokens": result.usage.cached_tokens,
-        },
-        "timings": {
-            "wall": round(result.timings.wall, 6),
-            "model_time": round(result.timings.model_time, 6),
-            "tool_time": round(result.timings.tool_time, 6),
-            "slot_wait": round(result.timings.slot_wait, 6),
-        },
-    }
-    if transcript:
-        record["transcript"] = [orjson.loads(dumps(m)) for m in result.transcript]
-    return record
-
-
 def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.1f}%"
 
@@ -293,10 +258,10 @@ async def _execute(
                     progress.done += 1
                     progress.failed += result.status != "ok"
                     if out is not None:
-                        record = result_record(
+                        record = ResultRecord.of_result(
                             result, indices[result.index], transcript=transcripts
                         )
-                        out.write(orjson.dumps(record) + b"\n")
+                        out.write(record.encode() + b"\n")
             nursery.cancel_scope.cancel()
         stats = driver.statistics()
     progress.show(stats)
@@ -454,7 +419,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     example = next((r for r in results if r.status == "ok"), None)
     if example is not None:
         print(f"\nexample output (input {example.index}):")
-        print(orjson.dumps(_as_json_value(example.output), option=orjson.OPT_INDENT_2).decode())
+        print(orjson.dumps(json_value(example.output), option=orjson.OPT_INDENT_2).decode())
     return EXIT_OK if all(r.status == "ok" for r in results) else EXIT_FAILED
 
 

@@ -17,4 +17,5 @@ parser on use (the ``bedrock`` extra). Files:
 - ``redact``: keeping secrets out of error texts.
 - ``reply_limit``: the cap on the bytes of one reply body.
 - ``serde``: :func:`dumps` / :func:`loads`, the JSON encoding of every agentcore value.
+- ``values``: :func:`json_value`, the one JSON form of user values (outputs, tool results).
 """

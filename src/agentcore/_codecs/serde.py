@@ -542,6 +542,10 @@ def _make_mapping_unstructure(conv: OrjsonConverter) -> Callable[[Any], Any]:
 # ----------------------------------------------------------------------------- the converter
 
 
+# One of the three cattrs converters, each with its own job: this one round-trips agentcore's
+# own values (messages, snapshots, wire values) exactly, with tagged unions and strict reading.
+# ``_core/schema.py``'s reads model output into user types; ``values.py``'s gives user values
+# their one JSON form. (``keep_secrets=True`` builds a second instance of this same one.)
 def _build_converter() -> OrjsonConverter:
     conv = make_converter(forbid_extra_keys=True, detailed_validation=True)
 

@@ -648,6 +648,10 @@ def _pydantic_factory(tp: Any, conv: cattrs.Converter) -> _Hook:
     return structure_model
 
 
+# One of the three cattrs converters, each with its own job: this one reads what a *model*
+# wrote into the user's output and argument types, strictly (exact scalars, no extra keys,
+# every problem with its path, fed back to the model). ``_codecs/serde.py``'s round-trips
+# agentcore's own values; ``_codecs/values.py``'s gives user values their one JSON form.
 def _make_converter() -> cattrs.Converter:
     conv = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
     conv.register_structure_hook(str, _exact_hook(str, "str"))

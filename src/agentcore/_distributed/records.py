@@ -1,51 +1,61 @@
-"""Pure helpers of the distributed mode: result records, tool memos, task fingerprints."""
+"""Pure helpers of the distributed mode: checkpoints with the agent's clock, tool memos, task
+fingerprints. (The result record is the results file's :class:`ResultRecord`.)"""
 
 from __future__ import annotations
 
 import hashlib
-from typing import Any
 
-import cattrs
+import attrs
 import orjson
 
-from .._core.events import Abort, Finish, ToolError, ToolFailed, ToolReturned
+from .._codecs.values import json_value
+from .._core.events import ToolError, ToolFailed, ToolReturned
+from .._tasks.results_file import RecordTimings
 from .._tasks.task import Task
 
-__all__ = ["decode_memo", "encode_memo", "end_record", "task_fingerprint"]
-
-_UNSTRUCTURE = cattrs.Converter()
-
-
-def end_record(index: int, end: Finish | Abort, turns: int) -> dict[str, Any]:
-    """The JSONL record of a finished agent (the fields of ``agentcore run``'s output that a
-    distributed run knows; timings are per step and not summed up)."""
-    error = None
-    if isinstance(end, Abort):
-        error = {"kind": end.reason.kind.value, "message": end.reason.message}
-    return {
-        "index": index,
-        "status": "ok" if isinstance(end, Finish) else "failed",
-        "output": _UNSTRUCTURE.unstructure(end.output) if isinstance(end, Finish) else None,
-        "error": error,
-        "turns": turns,
-        "usage": {
-            "prompt_tokens": end.usage.prompt_tokens,
-            "completion_tokens": end.usage.completion_tokens,
-            "cached_tokens": end.usage.cached_tokens,
-        },
-    }
+__all__ = [
+    "AgentClock",
+    "decode_checkpoint",
+    "decode_memo",
+    "encode_checkpoint",
+    "encode_memo",
+    "task_fingerprint",
+]
 
 
-def failed_record(index: int, kind: str, message: str) -> dict[str, Any]:
-    """The record of an agent that could not run at all."""
-    return {
-        "index": index,
-        "status": "failed",
-        "output": None,
-        "error": {"kind": kind, "message": message},
-        "turns": 0,
-        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0},
-    }
+@attrs.frozen
+class AgentClock:
+    """An agent's time so far, carried from step to step in its checkpoint (its steps run on
+    any worker): when its first step started (seconds since the epoch, by the clock of the
+    worker that ran it) and the seconds its model and tool steps took."""
+
+    started: float
+    model_time: float = 0.0
+    tool_time: float = 0.0
+
+    def timings(self, now: float) -> RecordTimings:
+        """The timings of the agent's record, ending ``now`` (seconds since the epoch). The
+        wait for a slot is inside ``model_time``: the driver does not report it per request."""
+        return RecordTimings.rounded(
+            max(0.0, now - self.started), self.model_time, self.tool_time, None
+        )
+
+
+def encode_checkpoint(clock: AgentClock, snapshot: bytes) -> bytes:
+    """A checkpoint: the clock as one JSON line, then the loop's snapshot."""
+    return orjson.dumps([clock.started, clock.model_time, clock.tool_time]) + b"\n" + snapshot
+
+
+def decode_checkpoint(data: bytes | str, now: float) -> tuple[AgentClock, bytes]:
+    """The clock and the snapshot of a checkpoint. A bare snapshot (from a worker that kept no
+    clock) gets a clock started ``now``."""
+    if isinstance(data, str):
+        data = data.encode()
+    if not data.startswith(b"["):
+        return AgentClock(now), data
+    head, _, snapshot = data.partition(b"\n")
+    started, model_time, tool_time = orjson.loads(head)
+    return AgentClock(started, model_time, tool_time), snapshot
 
 
 def encode_memo(event: ToolReturned | ToolFailed) -> bytes:
@@ -75,6 +85,6 @@ def task_fingerprint(task: Task) -> str:
         "tools": [[t.name, t.description, t.parameters] for t in spec.tools],
         "output": None if spec.output_spec is None else spec.output_spec.schema,
         "budgets": [task.max_turns, task.max_tool_errors, task.max_output_retries],
-        "params": _UNSTRUCTURE.unstructure(task.params),
+        "params": json_value(task.params),
     }
     return hashlib.sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]

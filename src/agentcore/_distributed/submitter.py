@@ -10,9 +10,9 @@ agents. The submitter loops over two duties:
   moves the admission cursor (``meta.next``) in the same transaction. Server memory is thus
   proportional to the window, not to the batch.
 - *collection*: read the ``done`` stream (announced by the commit that ends an agent), append
-  each result record to the output file, ``fsync`` it, and only then forget the agent on the
-  server (``scripts.CLEANUP``: its version, input, result, checkpoint, memos and the ``done``
-  entry).
+  each result record (a :class:`ResultRecord` line, as the worker encoded it) to the output
+  file, ``fsync`` it, and only then forget the agent on the server (``scripts.CLEANUP``: its
+  version, input, result, checkpoint, memos and the ``done`` entry).
 
 Killed at any point, a new submitter with the same output file resumes: it reads the
 indices already in the file (cutting off a torn last line), reads the ``done`` stream from
@@ -34,7 +34,7 @@ import orjson
 import trio
 
 from .._core.errors import ConfigError
-from .._tasks.results_file import finished_indices
+from .._tasks.results_file import ResultRecord, finished_indices
 from .._tasks.task import Task
 from .address import QueueAddress
 from .connection import Connection, is_server_error, open_connection, retrying
@@ -117,10 +117,9 @@ class _Submitter:
             self.out.write(bytes(record) + b"\n")
             self.done.add(index)
             self.written += 1
-            value = orjson.loads(record)
-            self.ok += value.get("status") == "ok"
+            self.ok += ResultRecord.decode(record).status == "ok"
             if self.on_result is not None:
-                self.on_result(value)
+                self.on_result(orjson.loads(record))
         self.out.flush()
         os.fsync(self.out.fileno())
         await conn.script(

@@ -45,6 +45,7 @@ import math
 import os
 import secrets
 import socket
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
@@ -73,12 +74,20 @@ from .._driver.driver import Driver
 
 # The one private import of the driver: the model client it would build, to wrap it.
 from .._driver.open import _open_client, open_driver
+from .._tasks.results_file import ResultRecord
 from .._tasks.task import RenderError, Task, compile_job
 from .._transports.model_client import ModelClient
 from .address import GROUP, QueueAddress
 from .backoff import SharedBackoff
 from .connection import Connection, is_server_error, open_connection, retrying
-from .records import decode_memo, encode_memo, end_record, failed_record, task_fingerprint
+from .records import (
+    AgentClock,
+    decode_checkpoint,
+    decode_memo,
+    encode_checkpoint,
+    encode_memo,
+    task_fingerprint,
+)
 
 __all__ = ["WorkerStatistics", "ensure_batch", "run_worker", "stream_entries"]
 
@@ -300,28 +309,34 @@ class _Worker:
             value = orjson.loads(raw_input) if raw_input is not None else None
             fresh = compile_job(self.task, value, run_id=f"{self.address.batch}-{agent}")
         except (RenderError, orjson.JSONDecodeError) as exc:
-            record = failed_record(index, AbortKind.INVALID_INPUT.value, str(exc))
-            await self._commit(entry_id, agent, step, "end", orjson.dumps(record))
+            record = ResultRecord.not_run(index, AbortKind.INVALID_INPUT, str(exc))
+            await self._commit(entry_id, agent, step, "end", record.encode())
             return
         if checkpoint is None:
-            loop = fresh
+            loop, clock = fresh, AgentClock(time.time())
         else:
-            loop = AgentLoop.restore(fresh.config, loads(checkpoint, LoopSnapshot))
+            clock, snapshot = decode_checkpoint(checkpoint, time.time())
+            loop = AgentLoop.restore(fresh.config, loads(snapshot, LoopSnapshot))
+        began = trio.current_time()
         owed = loop.start() if loop.state is RunState.IDLE else loop.outstanding()
         effects: Sequence[Effect]
         if len(owed) == 1 and isinstance(owed[0], CallModel):
             self.stats.model_calls += 1
             effects = loop.handle(await self.driver.call_model(owed[0]))
+            clock = attrs.evolve(clock, model_time=clock.model_time + trio.current_time() - began)
         else:
             effects = await self._run_tools(
                 loop, agent, [e for e in owed if isinstance(e, CallTool)]
             )
+            clock = attrs.evolve(clock, tool_time=clock.tool_time + trio.current_time() - began)
         end = next((e for e in effects if isinstance(e, Finish | Abort)), None)
         if end is None:
-            await self._commit(entry_id, agent, step, "next", dumps(loop.snapshot()))
+            checkpoint = encode_checkpoint(clock, dumps(loop.snapshot()))
+            await self._commit(entry_id, agent, step, "next", checkpoint)
         else:
-            record = end_record(index, end, loop.statistics().model_calls)
-            await self._commit(entry_id, agent, step, "end", orjson.dumps(record))
+            turns = loop.statistics().model_calls
+            record = ResultRecord.of_end(index, end, turns, clock.timings(time.time()))
+            await self._commit(entry_id, agent, step, "end", record.encode())
 
     async def _commit(
         self, entry_id: str, agent: str, step: int, kind: str, payload: bytes

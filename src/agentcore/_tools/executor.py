@@ -59,9 +59,9 @@ from contextlib import asynccontextmanager
 from typing import Any, Literal, final
 
 import attrs
-import cattrs
 import trio
 
+from .._codecs.values import json_value
 from .._core.errors import ConfigError
 from .._core.events import CallTool, ToolError, ToolFailed, ToolReturned
 from .._core.schema import ValidationFailed
@@ -87,10 +87,6 @@ DEFAULT_CACHE_SIZE = 10_000
 
 _Outcome = str | ToolError
 """Text for the model on success, a ``ToolError`` otherwise."""
-
-# Turns validated arguments (attrs instances, enums, tuples) back into JSON values, so calls
-# that differ only in spelling (an omitted default, key order) share one key.
-_KEYS = cattrs.Converter()
 
 _SCALARS = (str, int, bool)
 
@@ -438,7 +434,9 @@ class ToolExecutor:
     @staticmethod
     def _key(tool: Tool[..., Any], raw: Any, arguments: Any) -> Hashable | None:
         try:
-            return tool_key(tool.name, _KEYS.unstructure(arguments))
+            # The validated arguments (attrs instances, enums, tuples) back as JSON values, so
+            # calls that differ only in spelling (an omitted default, key order) share one key.
+            return tool_key(tool.name, json_value(arguments))
         except (TypeError, ValueError):
             pass
         try:

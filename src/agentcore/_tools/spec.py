@@ -32,11 +32,11 @@ from collections.abc import Callable, Mapping
 from typing import Any, Generic, ParamSpec, TypeVar, final, overload
 
 import attrs
-import cattrs.preconf.orjson
 
+from .._codecs.values import json_dumps
 from .._core.errors import ConfigError
 from .._core.messages import ToolSpec
-from .._core.schema import is_pydantic_model, json_schema, structure
+from .._core.schema import json_schema, structure
 from .context import RunContext, is_context_type
 
 __all__ = ["Tool", "ToolOptions", "encode_result", "tool"]
@@ -276,11 +276,6 @@ def _arguments_type(
 
 # ----------------------------------------------------------------------------- results
 
-_RESULTS = cattrs.preconf.orjson.make_converter()
-_RESULTS.register_unstructure_hook_func(
-    is_pydantic_model, lambda model: model.model_dump(mode="json")
-)
-
 
 def encode_result(value: Any) -> str:
     """The text a tool's return value shows the model.
@@ -295,7 +290,7 @@ def encode_result(value: Any) -> str:
     if isinstance(value, str):
         return value
     try:
-        return _RESULTS.dumps(value).decode()
+        return json_dumps(value).decode()
     except (TypeError, ValueError) as exc:
         raise TypeError(f"the tool returned a value that is not JSON-encodable: {exc}") from None
 

@@ -49,7 +49,7 @@ def test_watching_guide_runs_every_example(capsys: pytest.CaptureFixture[str]) -
     assert lines["stream"] == "True True"  # several deltas, and they add up to the reply
     assert lines["requests"] == "2"  # both calls went through the driver's request path
     assert lines["agent"] == "ok 2"
-    assert lines["steps"] == "request_started ... run_finished"
+    assert lines["steps"] == "run_started ... run_finished"
     assert lines["tools"] == "1 deltas: True"
     assert lines["batch"] == "['ok', 'ok', 'ok'] True"
     assert lines["many"] == "12 4 12"

@@ -171,7 +171,7 @@ async def test_concurrent_agent_runs_on_one_driver_get_one_invoke_agent_span_eac
         # Each run's span has ended by the time its result is back: before the driver closes.
         runs = _by_operation(spans.get_finished_spans(), "invoke_agent")
     assert [r.status for r in results] == ["ok"] * 3
-    assert len(runs) == 3  # every agent.run has index 0: one span each all the same
+    assert len(runs) == 3  # all three have index 0; each has its own run id and span
     assert len({(r.attributes or {})["agentcore.run.id"] for r in runs}) == 3
     assert all((r.attributes or {})["agentcore.agent.status"] == "ok" for r in runs)
     assert all((r.attributes or {})["agentcore.agent.turns"] >= 2 for r in runs)

@@ -102,7 +102,9 @@ def test_force_with_an_unreachable_backend_keeps_the_previous_results(tmp_path: 
     out.write_bytes(PREVIOUS)
     # Port 9 (discard) on loopback refuses connections: the warm-up fails for good, so the
     # batch stops before any agent runs, and the previous results are left as they were.
-    proc = _run("run", task, inputs, "-o", out, "--force", "--backend", "http://127.0.0.1:9")
+    proc = _run(
+        "run", task, inputs, "-o", out, "--force", "--backend", "http://127.0.0.1:9", "--model", "m"
+    )
     assert proc.returncode == 2, proc.stderr
     assert "cannot serve this batch" in proc.stderr
     assert out.read_bytes() == PREVIOUS
@@ -190,7 +192,9 @@ def test_a_server_that_ignores_stream_true_is_answered_in_one_attempt(
     task = _write_task(tmp_path, 0.0)
     inputs = _write_inputs(tmp_path, 4)
     out = tmp_path / "out.jsonl"
-    proc = _run("run", task, inputs, "-o", out, "--backend", json_only_server, "--stream")
+    proc = _run(
+        "run", task, inputs, "-o", out, "--backend", json_only_server, "--model", "m", "--stream"
+    )
     assert proc.returncode == 0, proc.stderr
     assert all(r["status"] == "ok" for r in _records(out))
     row = re.search(r"model requests\s+(\d+) \((\d+) attempts\)", proc.stderr)

@@ -118,6 +118,48 @@ def test_a_placeholder_typo_is_reported_once_however_many_inputs(
     assert not out.exists()
 
 
+@pytest.mark.parametrize("backend", ["vllm://127.0.0.1:9", "http://127.0.0.1:9/v1", "openai://"])
+@pytest.mark.parametrize("command", ["run", "worker", "demo"])
+def test_a_real_backend_without_model_exits_2_with_one_line(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    backend: str,
+    command: str,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    task = tmp_path / "task.toml"
+    task.write_text('prompt = "Review {path}"\n')
+    inputs = tmp_path / "inputs.jsonl"
+    inputs.write_text('{"path": "a.py"}\n')
+    out = tmp_path / "out.jsonl"
+    argv = {
+        "run": ["run", str(task), str(inputs), "-o", str(out)],
+        "worker": ["worker", str(task), "--queue", "redis://127.0.0.1:9/batch"],
+        "demo": ["demo", "--agents", "1"],
+    }[command]
+    code = main([*argv, "--backend", backend])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.err.splitlines() == [
+        f"agentcore: error: --model is required with --backend {backend}: the model name the "
+        "server serves (only sim:// has a default)"
+    ]
+    assert not out.exists()
+
+
+def test_sim_needs_no_model_and_answers_to_its_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task = tmp_path / "task.toml"
+    task.write_text('prompt = "Review {path}"\n')
+    inputs = tmp_path / "inputs.jsonl"
+    inputs.write_text('{"path": "a.py"}\n')
+    out = tmp_path / "out.jsonl"
+    assert main(["run", str(task), str(inputs), "-o", str(out), "-q"]) == 0
+    assert [orjson.loads(line)["status"] for line in out.read_bytes().splitlines()] == ["ok"]
+
+
 async def test_a_refused_connection_at_warm_up_stops_the_batch_naming_url_and_model() -> None:
     with trio.socket.socket() as sock:  # a port nothing listens on
         await sock.bind(("127.0.0.1", 0))
@@ -165,7 +207,17 @@ def test_the_cli_exits_2_with_one_line_when_the_warm_up_hits_no_route(
     inputs = _write_inputs(tmp_path, 20)
     out = tmp_path / "out.jsonl"
     proc = subprocess.run(
-        _cli("run", task, inputs, "-o", out, "--backend", f"vllm://{sim_server}/wrong"),
+        _cli(
+            "run",
+            task,
+            inputs,
+            "-o",
+            out,
+            "--backend",
+            f"vllm://{sim_server}/wrong",
+            "--model",
+            "sim",
+        ),
         capture_output=True,
         text=True,
         timeout=120,

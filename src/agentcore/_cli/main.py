@@ -22,6 +22,7 @@ from typing import IO, Any
 import orjson
 import trio
 
+from .._codecs.dialects import DIALECTS
 from .._codecs.values import json_value
 from .._core.errors import ConfigError
 from .._core.results import Result
@@ -285,6 +286,8 @@ def _driver_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
+_MODEL_HELP = "model name sent to the backend (required, except for sim://)"
+
 _DRIVER_PARAMETERS = frozenset(inspect.signature(open_driver).parameters) - {"backend_options"}
 
 
@@ -293,9 +296,24 @@ def _check_run_args(args: argparse.Namespace, options: dict[str, Any]) -> None:
     max_inflight = args.max_inflight
     if max_inflight < 1:
         raise ConfigError(f"--max-inflight must be a positive integer, got {max_inflight}")
+    _require_model(args, options)
+
+
+def _require_model(args: argparse.Namespace, options: dict[str, Any]) -> None:
+    """Check the backend URL and options; without ``--model``, take the backend's own model
+    (``sim://`` answers to ``sim``) or stop with one line saying ``--model`` is required."""
     # Only the backend's own options: ``slot_policy=``, ``retry=``... are the driver's.
     dialect = {k: v for k, v in options.items() if k not in _DRIVER_PARAMETERS}
-    make_backend(args.backend, model=args.model or "check", **dialect)
+    configured = make_backend(args.backend, model=args.model or "check", **dialect)
+    if args.model:
+        return
+    record = DIALECTS.get(configured.name)
+    if record is None or record.default_model is None:
+        raise ConfigError(
+            f"--model is required with --backend {args.backend}: the model name the server "
+            "serves (only sim:// has a default)"
+        )
+    args.model = record.default_model
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -376,6 +394,7 @@ def _run_queued(args: argparse.Namespace, task: Task, inputs: list[Any], out_pat
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
+    _require_model(args, _driver_options(args))
     options = {
         "backend": args.backend,
         "model": args.model,
@@ -392,6 +411,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    _require_model(args, {})
     if args.trace:
         check_output_path(Path(args.trace))
     task = demo_task()
@@ -494,7 +514,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("inputs", help="inputs, one JSON value per line")
     run.add_argument("-o", "--output", required=True, help="results file (JSONL, appended)")
     run.add_argument("--backend", default="sim://", help="backend URL (default: sim://)")
-    run.add_argument("--model", default="sim", help="model name sent to the backend")
+    run.add_argument("--model", help=_MODEL_HELP)
     run.add_argument("--max-inflight", type=int, default=32, help="inference slots")
     run.add_argument("--resume", action="store_true", help="skip inputs already in the output")
     run.add_argument(
@@ -556,7 +576,7 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("task", help="the batch's task file (TOML)")
     worker.add_argument("--queue", required=True, help="redis://HOST:PORT/BATCH")
     worker.add_argument("--backend", default="sim://", help="backend URL (default: sim://)")
-    worker.add_argument("--model", default="sim", help="model name sent to the backend")
+    worker.add_argument("--model", help=_MODEL_HELP)
     worker.add_argument("--max-inflight", type=int, default=32, help="inference slots")
     worker.add_argument("--concurrency", type=int, help="steps at once (2 x max-inflight)")
     worker.add_argument("--lease", type=float, default=30.0, help="lease in seconds (30)")
@@ -578,7 +598,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--agents", type=int, default=200, help="number of agents (200)")
     demo.add_argument("--max-inflight", type=int, default=32, help="inference slots (32)")
     demo.add_argument("--backend", default="sim://", help="backend URL (default: sim://)")
-    demo.add_argument("--model", default="sim", help="model name")
+    demo.add_argument("--model", help=_MODEL_HELP)
     demo.add_argument("--trace", help="write the batch's timeline (Chrome trace JSON) here")
     demo.set_defaults(handler=_cmd_demo)
 

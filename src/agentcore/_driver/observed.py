@@ -59,36 +59,41 @@ async def tool_call(
     call: CallTool,
     context: Callable[[], RunContext[Any]] | None = None,
 ) -> ToolReturned | ToolFailed:
-    """``executor.call(call, context)``, reporting :class:`ToolStarted` and :class:`ToolEnded`
-    to the run's step sink (a failed call's :class:`ToolEnded` to the log sink when the run
-    has none)."""
+    """``executor.call(call, context)`` for a run with a step sink, reporting
+    :class:`ToolStarted` and :class:`ToolEnded` there."""
     steps = run.steps
+    assert steps is not None
+    await steps.settle()
     started = trio.current_time()
-    if steps is not None:
-        await steps.settle()
-        started = trio.current_time()
-        steps.push(ToolStarted(run.id, call.call_id, call.name, call.arguments, started))
+    steps.push(ToolStarted(run.id, call.call_id, call.name, call.arguments, started))
     report = CallReport()
     event = await executor.call(call, context, report)
-    if isinstance(event, ToolReturned):
-        if steps is not None:
-            now = trio.current_time()
-            steps.push(
-                ToolEnded(
-                    run.id,
-                    call.call_id,
-                    call.name,
-                    event.content,
-                    None,
-                    report.source,
-                    now - started,
-                    now,
-                    report.calls,
-                )
-            )
-        return event
     now = trio.current_time()
-    failure_sink(steps).push(
+    content, error = (
+        (event.content, None) if isinstance(event, ToolReturned) else (None, event.error)
+    )
+    steps.push(
+        ToolEnded(
+            run.id,
+            call.call_id,
+            call.name,
+            content,
+            error,
+            report.source,
+            now - started,
+            now,
+            report.calls,
+        )
+    )
+    return event
+
+
+def tool_failed(
+    run: Run, call: CallTool, event: ToolFailed, report: CallReport, started: float
+) -> None:
+    """Report the failed tool call of a run without a step sink (to the log sink)."""
+    now = trio.current_time()
+    failure_sink(None).push(
         ToolEnded(
             run.id,
             call.call_id,
@@ -101,7 +106,6 @@ async def tool_call(
             report.calls,
         )
     )
-    return event
 
 
 def run_started(run: Run) -> None:

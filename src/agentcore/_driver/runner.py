@@ -61,16 +61,17 @@ from .._core.events import (
     Finish,
     ModelFailed,
     ModelResponded,
+    ToolFailed,
 )
 from .._core.loop import AgentLoop, RunState
 from .._core.messages import Usage
 from .._core.results import Result, RunTimings, Status
 from .._observe.log_sink import run_sink
 from .._observe.steps import StepSink
-from .._tools.executor import ToolExecutor
+from .._tools.executor import CallReport, ToolExecutor
 from .fallback import FallbackRequests
 from .feed import in_line
-from .observed import run_ended, run_started, tool_call
+from .observed import run_ended, run_started, tool_call, tool_failed
 from .requests import Granted, ModelRequests
 from .runs import Group, Run
 from .slot_limiter import Parked, Slot
@@ -237,7 +238,15 @@ class Runner:
                         await run.guard.before_tool_call()
                     run.tool_started()
                     try:
-                        event = await tool_call(self.executor, run, effect, run.tool_context)
+                        if run.steps is None:
+                            # Inline, as above; a failure is still reported (to the log sink).
+                            report = CallReport()
+                            started = trio.current_time()
+                            event = await self.executor.call(effect, run.tool_context, report)
+                            if type(event) is ToolFailed:
+                                tool_failed(run, effect, event, report, started)
+                        else:
+                            event = await tool_call(self.executor, run, effect, run.tool_context)
                     finally:
                         run.tool_ended()
                 else:
@@ -300,6 +309,13 @@ class Runner:
                 await run.guard.before_tool_call()
             run.tool_started()
             try:
+                if run.steps is None:
+                    report = CallReport()
+                    started = trio.current_time()
+                    outcome = await self.executor.call(call, run.tool_context, report)
+                    if type(outcome) is ToolFailed:
+                        tool_failed(run, call, outcome, report, started)
+                    return outcome
                 return await tool_call(self.executor, run, call, run.tool_context)
             finally:
                 run.tool_ended()

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import agentcore
 from agentcore import Usage
+from agentcore._core.error_policy import policy_of
 from agentcore.core import AssistantMessage
 from agentcore.testing import strategies as acst
 
@@ -98,11 +99,11 @@ def test_usages_can_pin_whether_cached_tokens_are_known(unknown: Usage, known: U
 
 @settings(max_examples=60, deadline=None)
 @given(acst.model_errors())
-def test_model_errors_are_retryable_exactly_for_transient_kinds(
+def test_model_errors_are_retryable_exactly_for_the_kinds_the_error_table_retries(
     error: agentcore.ModelError,
 ) -> None:
-    transient = {"rate_limited", "overloaded", "server", "timeout", "conflict", "connection"}
-    assert error.retryable is (error.kind.value in transient)
+    # Transient failures, and 2xx replies garbled on their way (PROTOCOL), as the classifier.
+    assert error.retryable is policy_of(error.kind).retryable
     if not error.retryable:
         assert error.retry_after is None
 

@@ -21,8 +21,11 @@ defaults to ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``.
 
 Two options configure the backend itself on every scheme: ``max_reply_bytes`` (the cap on
 one reply body, 16 MiB by default, ``None`` for none) and ``warm_up`` (how a batch warms the
-shared prefix: ``off``, ``request``, or ``slots`` for llama-server; the default is ``slots``
-for ``llamacpp://``, ``request`` for the other self-hosted servers and ``off`` for hosted APIs).
+shared prefix: ``off``, ``request``, or ``slots`` for llama-server; the default is the
+dialect record's ``warm_up`` on a self-hosted server, ``off`` for hosted APIs).
+
+Every dialect fact used here (a scheme's default port, the transport, self-hosting, warm-up,
+stream reuse) is read from the dialect's record in :data:`agentcore._codecs.dialects.DIALECTS`.
 
 API keys are read from the environment only for the vendors' own hosts, so a key meant for
 OpenAI is never sent to another server, and they are never stored in ``Backend.options``.

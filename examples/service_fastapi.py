@@ -10,13 +10,17 @@ by every request; an ``asyncio.Semaphore`` bounds the model requests in flight. 
 - ``POST /runs/stream``: server-sent events ``started``, then ``result``.
 - ``GET /stats``, ``GET /health``.
 
-A client that disconnects cancels its own agent and nothing else. A bad body gets FastAPI's
-422 JSON answer (invalid JSON included); unknown routes a 404 JSON answer.
+The body is read as JSON whatever its content type, so ``curl -d '{...}'`` (which sends a
+form content type) works. A client that disconnects cancels its own agent and nothing else. A
+bad body gets FastAPI's 422 JSON answer (invalid JSON included); unknown routes a 404 JSON
+answer.
 
 Needs ``pip install 'agentcore[service]'`` and an OpenAI-compatible backend, for example
 ``agentcore sim --port 8000``. Run::
 
     python examples/service_fastapi.py --backend http://127.0.0.1:8000/v1 --port 8081
+    curl -s localhost:8081/runs -d '{"inputs": {"record": "r7"}}'
+    curl -sN localhost:8081/runs/stream -d '{"inputs": {"record": "r7"}}'
 """
 
 from __future__ import annotations
@@ -28,13 +32,14 @@ import itertools
 import json
 import os
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Annotated, Any
 
 import cattrs
 import httpx
 import pydantic
 import uvicorn
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import StreamingResponse
 
 import agentcore
@@ -178,6 +183,24 @@ class Service:
         return end
 
 
+async def run_body(request: Request) -> RunBody:
+    """The request body as a :class:`RunBody`, read as JSON whatever the content type says.
+
+    A plain ``body: RunBody`` parameter makes FastAPI refuse any content type but JSON with a
+    422, and ``curl -d`` sends ``application/x-www-form-urlencoded``.
+    """
+    try:
+        return RunBody.model_validate_json(await request.body())
+    except pydantic.ValidationError as exc:
+        errors = exc.errors(include_url=False, include_input=False)
+        raise RequestValidationError(
+            [{**error, "loc": ("body", *error["loc"])} for error in errors]
+        ) from None
+
+
+JsonBody = Annotated[RunBody, Depends(run_body)]
+
+
 def end_json(end: Finish | Abort) -> dict[str, Any]:
     if isinstance(end, Finish):
         status, output, error = "ok", cattrs.unstructure(end.output), None
@@ -207,7 +230,7 @@ def make_app(backend: str, model: str, slots: int) -> FastAPI:
         return service
 
     @app.post("/runs")
-    async def runs(body: RunBody, request: Request) -> Any:
+    async def runs(request: Request, body: JsonBody) -> Any:
         service = current()
         agent = asyncio.create_task(service.agent(body.inputs))
 
@@ -227,7 +250,7 @@ def make_app(backend: str, model: str, slots: int) -> FastAPI:
         return end_json(agent.result())
 
     @app.post("/runs/stream")
-    async def stream(body: RunBody) -> StreamingResponse:
+    async def stream(body: JsonBody) -> StreamingResponse:
         service = current()
 
         async def events() -> AsyncIterator[bytes]:

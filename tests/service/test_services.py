@@ -5,6 +5,7 @@ examples/service_trio.py (hypercorn, trio, one shared driver) and examples/servi
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -184,6 +185,33 @@ async def test_the_stream_sends_started_then_the_result(service: tuple[str, Serv
         assert steps[0] == "request_started" and steps[-1] == "run_finished"
         assert "model_replied" in steps and "tool_ended" in steps
         assert "model_delta" not in steps  # tokens are opt-in
+
+
+DOCUMENTED_CALL = re.compile(r"^curl -sN? localhost:(\d+)(/\S*) -d '(.*)'$", re.MULTILINE)
+DOCUMENTED_PORTS = {"8080": "trio", "8081": "fastapi"}
+
+
+async def test_the_documented_curl_calls_work(service: tuple[str, Server]) -> None:
+    kind, server = service
+    text = (ROOT / "docs" / "services.md").read_text()
+    calls = [
+        (path, body)
+        for port, path, body in DOCUMENTED_CALL.findall(text)
+        if DOCUMENTED_PORTS[port] == kind
+    ]
+    assert {path for path, _ in calls} == {"/runs", "/runs/stream"}
+    # What ``curl -d`` sends: the body as written, with curl's form content type.
+    headers = {"content-type": "application/x-www-form-urlencoded", "accept": "*/*"}
+    async with httpx.AsyncClient(base_url=server.url, timeout=60) as client:
+        for path, body in calls:
+            reply = await client.post(path, content=body.encode(), headers=headers)
+            assert reply.status_code == 200, (path, reply.text)
+            if path == "/runs":
+                assert reply.json()["status"] == "ok"
+            else:
+                last = [f for f in reply.text.split("\n\n") if f.strip()][-1]
+                assert last.startswith("event: result")
+                assert '"status": "ok"' in last.replace('":"', '": "')
 
 
 async def test_the_trio_stream_sends_the_reply_text_as_it_arrives_when_asked(

@@ -36,7 +36,8 @@ _STOPWORDS = frozenset(
     most my no nor not now of off on once only or other our ours out over own please same say
     she should so some such tell than thank thanks that the their theirs them then there these
     they this those through to too under until up us very was we were what when where which
-    while who whom why will with would write you your yours
+    while who whom why will with would write you your yours across along among around either
+    every many much neither onto per since upon via whether within without yet
     """.split()  # noqa: SIM905 (a word list reads better as text)
 )
 

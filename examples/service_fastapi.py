@@ -15,7 +15,7 @@ form content type) works. A client that disconnects cancels its own agent and no
 bad body gets FastAPI's 422 JSON answer (invalid JSON included); unknown routes a 404 JSON
 answer.
 
-Needs ``pip install 'agentcore[service]'`` and an OpenAI-compatible backend, for example
+Needs ``pip install 'trio-agentcore[service]'`` and an OpenAI-compatible backend, for example
 ``agentcore sim --port 8000``. Run::
 
     python examples/service_fastapi.py --backend http://127.0.0.1:8000/v1 --port 8081

@@ -16,7 +16,7 @@ A client that disconnects cancels its own agent and nothing else. A bad request 
 answer with a JSON body ``{"error": {"type": ..., "message": ...}}``; nothing of a request
 body is logged.
 
-Needs ``pip install 'agentcore[service]'``. Run::
+Needs ``pip install 'trio-agentcore[service]'``. Run::
 
     python examples/service_trio.py --port 8080                 # embedded sim:// backend
     python examples/service_trio.py --backend vllm://127.0.0.1:8000 --model M --port 8080

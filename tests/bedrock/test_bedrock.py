@@ -10,7 +10,9 @@ from urllib.parse import urlsplit
 import orjson
 import pytest
 
-pytest.importorskip("botocore", reason="needs the bedrock extra: pip install 'agentcore[bedrock]'")
+pytest.importorskip(
+    "botocore", reason="needs the bedrock extra: pip install 'trio-agentcore[bedrock]'"
+)
 
 import agentcore
 from agentcore import ConfigError, ErrorKind, ModelParams

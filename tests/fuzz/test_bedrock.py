@@ -10,7 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-pytest.importorskip("botocore", reason="needs the bedrock extra: pip install 'agentcore[bedrock]'")
+pytest.importorskip(
+    "botocore", reason="needs the bedrock extra: pip install 'trio-agentcore[bedrock]'"
+)
 
 from tests.fuzz.targets import load_target
 

@@ -16,7 +16,9 @@ from agentcore.core import AssistantMessage, CallModel, ToolCall, ToolMessage
 from agentcore.testing import ScriptedModel
 from tests.mcp.helpers import alive, http_server, stdio_server
 
-pytest.importorskip("mcp", reason="the mcp extra is not installed (pip install 'agentcore[mcp]')")
+pytest.importorskip(
+    "mcp", reason="the mcp extra is not installed (pip install 'trio-agentcore[mcp]')"
+)
 
 # Under trio, the SDK's streamable-HTTP client (httpx2, httpx-sse) leaves some response
 # iterators to the garbage collector; trio's async-generator hooks close them and warn. Those

@@ -19,9 +19,10 @@ import httpx
 import pytest
 import trio
 
-pytest.importorskip("hypercorn", reason="needs the service extra: pip install 'agentcore[service]'")
-pytest.importorskip("fastapi", reason="needs the service extra: pip install 'agentcore[service]'")
-pytest.importorskip("uvicorn", reason="needs the service extra: pip install 'agentcore[service]'")
+EXTRA = "needs the service extra: pip install 'trio-agentcore[service]'"
+pytest.importorskip("hypercorn", reason=EXTRA)
+pytest.importorskip("fastapi", reason=EXTRA)
+pytest.importorskip("uvicorn", reason=EXTRA)
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "sk-do-not-log-0123456789"

@@ -179,7 +179,9 @@ def load_botocore() -> Any:
         for part in ("auth", "awsrequest", "credentials", "eventstream", "session"):
             importlib.import_module(f"botocore.{part}")
     except ImportError:
-        raise ConfigError("bedrock:// needs botocore: pip install 'agentcore[bedrock]'") from None
+        raise ConfigError(
+            "bedrock:// needs botocore: pip install 'trio-agentcore[bedrock]'"
+        ) from None
     return botocore
 
 

@@ -22,7 +22,9 @@ T = TypeVar("T")
 
 __all__ = ["Connection", "ServerError", "is_server_error", "open_connection", "retrying"]
 
-_MISSING = "distributed batches need the valkey-glide client: pip install 'agentcore[distributed]'"
+_MISSING = (
+    "distributed batches need the valkey-glide client: pip install 'trio-agentcore[distributed]'"
+)
 
 
 class ServerError(Exception):

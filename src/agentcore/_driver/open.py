@@ -166,7 +166,7 @@ def _observers(
             from .._observe.otel import OtelObserver  # noqa: PLC0415 - optional, loaded lazily
         except ImportError:
             raise ConfigError(
-                "otel=True needs OpenTelemetry: pip install 'agentcore[otel]'"
+                "otel=True needs OpenTelemetry: pip install 'trio-agentcore[otel]'"
             ) from None
         codec = getattr(client, "codec", None)
         found.append(OtelObserver(model=model, base_url=getattr(codec, "base_url", None)))

@@ -10,5 +10,5 @@ Imports ``_core`` and ``_codecs`` only, so every layer above can report to it. F
   slot).
 - ``render``: a trace file to a self-contained SVG or HTML timeline.
 - ``otel``: a sink making OpenTelemetry spans with the GenAI semantic conventions
-  (``agentcore[otel]``).
+  (``trio-agentcore[otel]``).
 """

@@ -1,4 +1,4 @@
-"""OpenTelemetry spans for a driver, with the GenAI semantic conventions (``agentcore[otel]``).
+"""OpenTelemetry spans for a driver, with the GenAI semantic conventions (``trio-agentcore[otel]``).
 
 Theory of operation
 -------------------

@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 :func:`open_mcp_tools` connects to each :class:`McpServer` with the official ``mcp`` SDK (the
-optional extra ``agentcore[mcp]``, imported only here and only when used): a stdio server is
+optional extra ``trio-agentcore[mcp]``, imported only here and only when used): a stdio server is
 started as a subprocess, a streamable-HTTP server is reached at its URL. Each connection's
 tasks (the SDK runs on anyio, which runs on trio) live in the nursery of the ``async with``
 block that opened it: ``open_mcp_tools`` itself, or the driver's when the servers are given
@@ -129,7 +129,7 @@ def _import_sdk() -> Any:
         import mcp.client.streamable_http  # noqa: PLC0415 - the optional extra, when used
     except ImportError as exc:  # pragma: no cover - depends on the installation
         raise ConfigError(
-            "MCP tool servers need the mcp package: pip install 'agentcore[mcp]'"
+            "MCP tool servers need the mcp package: pip install 'trio-agentcore[mcp]'"
         ) from exc
     return mcp
 

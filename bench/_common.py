@@ -516,7 +516,9 @@ def peer_python(name: str) -> Path:
     """
     requirement, distribution, module = PEERS[name]
     version = requirement.rsplit("==", 1)[1]
-    home = Path(os.environ.get("AGENTCORE_PEERS_HOME") or Path.home() / ".cache" / "agentcore-peers")
+    home = Path(
+        os.environ.get("AGENTCORE_PEERS_HOME") or Path.home() / ".cache" / "agentcore-peers"
+    )
     venv = home / f"{name}-{version}"
     python = venv / "bin" / "python"
     check = [str(python), "-c", f"import {module}, importlib.metadata as m; "

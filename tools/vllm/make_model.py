@@ -27,6 +27,7 @@ random initialisation instead (noise, for load tests).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -88,7 +89,7 @@ def chat_template() -> str:
         "{%- if message.content %}{{- '\\n' + message.content }}{%- endif %}",
         "{%- for call in message.tool_calls %}",
         "{%- set fn = call.function if call.function is defined else call %}",
-        "{{- '\\n<tool_call>\\n{\"name\": \"' + fn.name + '\", \"arguments\": ' }}",
+        '{{- \'\\n<tool_call>\\n{"name": "\' + fn.name + \'", "arguments": \' }}',
         "{%- if fn.arguments is string %}{{- fn.arguments }}",
         "{%- else %}{{- fn.arguments | tojson }}{%- endif %}",
         "{{- '}\\n</tool_call>' }}",
@@ -171,7 +172,7 @@ def script(model: Qwen2ForCausalLM, tok: PreTrainedTokenizerFast, hidden: int) -
     head = torch.zeros(rows, hidden)
     embed[:, 0] = 1.0
     head[:, 0] = rank
-    for step, (current, following) in enumerate(zip(chain, chain[1:], strict=False), start=1):
+    for step, (current, following) in enumerate(itertools.pairwise(chain), start=1):
         embed[current, step] = 1.0
         head[following, step] = 100.0
     with torch.no_grad():

@@ -29,6 +29,7 @@ SIGKILL, and removes them. It never touches a process it did not start.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import signal
@@ -149,10 +150,8 @@ def stop_pid(pid: int) -> None:
             os.killpg(group, signal.SIGKILL)
         else:
             os.kill(pid, signal.SIGKILL)
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)  # reap it when it is our own child
-    except ChildProcessError:
-        pass
     if group == pid:
         # The engine core may outlive the API process for a moment: wait for the group to go.
         deadline = time.monotonic() + 10

@@ -12,8 +12,9 @@ module holds the per-dialect part: which options a dialect accepts, their valida
 extra body fields and headers each dialect puts on the wire.
 
 - ``openai``: nothing extra.
-- ``vllm``: ``priority`` (lower = sooner, only with ``priority=True`` because vLLM rejects a
-  non-zero priority unless started with ``--scheduling-policy priority``), ``cache_salt``,
+- ``vllm``: ``priority`` (lower = sooner, only with ``priority=True``: it takes effect only on a
+  server started with ``--scheduling-policy priority``; vLLM 0.32 ignores it otherwise, older
+  releases refused a non-zero priority there), ``cache_salt``,
   the request id in ``X-Request-Id``, and every tool marked ``"strict": true`` (``strict_tools``:
   vLLM constrains a tool call's arguments to the schema only for strict tools).
 - ``sglang``: ``rid`` (the request id), ``priority`` (higher = sooner, opt-in for the same

@@ -183,7 +183,7 @@ async def test_the_stream_sends_started_then_the_result(service: tuple[str, Serv
     assert '"status": "ok"' in frames[-1].replace('":"', '": "')
     if kind == "trio":  # the trio service streams the agent's step events in between
         steps = names[1:-1]
-        assert steps[0] == "request_started" and steps[-1] == "run_finished"
+        assert steps[0] == "run_started" and steps[-1] == "run_finished"
         assert "model_replied" in steps and "tool_ended" in steps
         assert "model_delta" not in steps  # tokens are opt-in
 

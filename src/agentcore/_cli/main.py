@@ -32,6 +32,7 @@ from .._observe.render import render_timeline
 from .._sim import SimConfig, run_sim_server
 from .._tasks.batch import BATCH_SLOT_POLICY, new_batch_id, open_batch
 from .._tasks.results_file import (
+    RecordCost,
     ResultRecord,
     ResultsFile,
     check_output_path,
@@ -39,7 +40,7 @@ from .._tasks.results_file import (
     interrupted,
     split_resumed,
 )
-from .._tasks.task import RenderError, Task, render_prompt
+from .._tasks.task import RenderError, Task, job_run_id, render_prompt
 from .._tasks.taskfile import TaskFileError, load_task
 from .._transports.backends import backend as make_backend
 from .demo import demo_inputs, demo_task
@@ -213,9 +214,49 @@ def summary_table(stats: DriverStatistics, results: Sequence[Result]) -> str:
             f"(dedup {_pct(stats.dedup_ratio)})",
         ),
         ("slot utilisation", _pct(stats.slot_utilisation)),
+        *_cost_rows(stats),
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"  {k.ljust(width)}  {v}" for k, v in rows)
+
+
+def _usd(value: float | None) -> str:
+    return "unknown (no price)" if value is None else f"${value:.4f}"
+
+
+def _cost_rows(stats: DriverStatistics) -> list[tuple[str, str]]:
+    """The summary's cost rows, when the batch kept a cost ledger."""
+    cost = stats.cost
+    if cost is None:
+        return []
+    tiers = ", ".join(f"{name} {tokens.requests}" for name, tokens in sorted(cost.tiers.items()))
+    rows = [
+        ("requests per tier", tiers or "none"),
+        ("cost", f"{_usd(cost.cost)} (standard tier: {_usd(cost.standard_cost)})"),
+        ("saving vs standard", f"{_usd(cost.savings)} ({_pct(cost.savings_ratio)})"),
+    ]
+    if cost.flex_attempts:
+        rows.append(
+            (
+                "flex fallback rate",
+                f"{_pct(cost.fallback_rate)} ({cost.flex_refused} of {cost.flex_attempts} "
+                "refused for capacity, served on standard)",
+            )
+        )
+    if cost.unpriced:
+        rows.append(("no price for", ", ".join(cost.unpriced)))
+    return rows
+
+
+def _record_cost(driver: Any, run_id: str) -> RecordCost | None:
+    """The cost of the run ``run_id`` from the driver's ledger (``None`` without one)."""
+    ledger = driver.cost
+    if ledger is None:
+        return None
+    taken = ledger.take_run(run_id)
+    if taken is None:
+        return RecordCost(0.0, 0.0, {})
+    return RecordCost(taken.usd, taken.standard_usd, dict(taken.requests))
 
 
 async def _execute(
@@ -247,11 +288,12 @@ async def _execute(
                         await trio.sleep(0.25)
 
                 nursery.start_soon(refresh)
+            batch_id = new_batch_id()
             async with open_batch(
                 task,
                 inputs,
                 driver=driver,
-                batch_id=new_batch_id(),
+                batch_id=batch_id,
                 **(batch_options or {}),
             ) as stream:
                 async for result in stream:
@@ -260,7 +302,10 @@ async def _execute(
                     progress.failed += result.status != "ok"
                     if out is not None:
                         record = ResultRecord.of_result(
-                            result, indices[result.index], transcript=transcripts
+                            result,
+                            indices[result.index],
+                            transcript=transcripts,
+                            cost=_record_cost(driver, job_run_id(batch_id, result.index)),
                         )
                         out.write(record.encode() + b"\n")
             nursery.cancel_scope.cancel()
@@ -278,6 +323,10 @@ def _driver_options(args: argparse.Namespace) -> dict[str, Any]:
         options["slot_policy"] = args.slot_policy
     if getattr(args, "adaptive", False):
         options["adaptive"] = True
+    if getattr(args, "service_tier", None) is not None:
+        options["service_tier"] = args.service_tier
+    if getattr(args, "prices", None) is not None:
+        options["prices"] = _read_prices(Path(args.prices))
     if getattr(args, "api_key_env", None):
         key = os.environ.get(args.api_key_env)
         if not key:
@@ -285,6 +334,19 @@ def _driver_options(args: argparse.Namespace) -> dict[str, Any]:
         options["api_key"] = key
     return options
 
+
+def _read_prices(path: Path) -> Any:
+    """The JSON price table of ``--prices`` (checked when the driver opens)."""
+    try:
+        return orjson.loads(path.read_bytes())
+    except OSError as exc:
+        raise ConfigError(f"cannot read --prices {path}: {exc.strerror}") from None
+    except orjson.JSONDecodeError as exc:
+        raise ConfigError(f"--prices {path} is not JSON: {exc}") from None
+
+
+_TIER_OPTIONS = frozenset({"service_tier", "prices"})
+"""Driver options read by ``open_driver`` itself, not by the backend's dialect."""
 
 _MODEL_HELP = "model name sent to the backend (required, except for sim://)"
 
@@ -303,7 +365,9 @@ def _require_model(args: argparse.Namespace, options: dict[str, Any]) -> None:
     """Check the backend URL and options; without ``--model``, take the backend's own model
     (``sim://`` answers to ``sim``) or stop with one line saying ``--model`` is required."""
     # Only the backend's own options: ``slot_policy=``, ``retry=``... are the driver's.
-    dialect = {k: v for k, v in options.items() if k not in _DRIVER_PARAMETERS}
+    dialect = {
+        k: v for k, v in options.items() if k not in _DRIVER_PARAMETERS and k not in _TIER_OPTIONS
+    }
     configured = make_backend(args.backend, model=args.model or "check", **dialect)
     if args.model:
         return
@@ -553,6 +617,18 @@ def _parser() -> argparse.ArgumentParser:
         type=_positive_float,
         default=None,
         help="seconds each agent may take (default: no limit)",
+    )
+    run.add_argument(
+        "--service-tier",
+        choices=("standard", "flex", "flex-then-standard"),
+        default=None,
+        help="hosted APIs' service tier: flex at batch prices, or flex falling back to "
+        "standard on a capacity refusal (docs/batch.md)",
+    )
+    run.add_argument(
+        "--prices",
+        help="JSON price table overriding the defaults: {model: {tier: {input, output, "
+        "cached_input}}}, USD per million tokens",
     )
     run.add_argument("-q", "--quiet", action="store_true", help="no progress or summary")
     run.add_argument(

@@ -19,6 +19,10 @@ the folder and fails on anything else). Files:
 - ``retry``: the retry policy (which failures, how long to back off, the repeat rule).
 - ``rejection``: the rule that ends a run whose server keeps refusing its request the same way.
 - ``fallback``: the pure policy of model fallback across backends.
+- ``service_tier``: the pure policy of service tiers (standard, flex, flex then standard) and
+  what a refusal on flex means.
+- ``cost``: prices per model and tier (a default table the user overrides) and the cost
+  ledger: tokens per tier, cost, saving against standard.
 - ``ratebudget``: per-minute request and token budgets (reservations, usage corrections,
   limits learned from headers) and the token estimator.
 """

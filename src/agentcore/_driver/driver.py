@@ -32,6 +32,7 @@ import trio
 from .._codecs.classify import deadline_error
 from .._codecs.codec import Backend
 from .._core.budgets import UsageLimits
+from .._core.cost import CostLedger
 from .._core.events import CallModel, ModelFailed, ModelResponded
 from .._core.loop import AgentLoop
 from .._core.messages import Message, ModelParams, ToolSpec
@@ -73,8 +74,11 @@ class Driver:
         backend: Backend | None = None,
         deps: Any = None,
         listeners: Sequence[Listener] = (),
+        cost: CostLedger | None = None,
     ) -> None:
         self._client = client
+        self.cost = cost
+        """The cost ledger (``None`` unless a service tier or prices were given)."""
         self.backend = backend
         """The configured backend (``None`` when the driver was given a model client)."""
         self._limiter = limiter
@@ -403,4 +407,5 @@ class Driver:
             slot_utilisation=slots.busy_time / capacity if capacity > 0 else None,
             served_by=dict(requests.served_by),
             rates=self._rates.statistics(),
+            cost=None if self.cost is None else self.cost.report(),
         )

@@ -18,6 +18,7 @@ import trio
 
 from .._codecs.codec import Backend
 from .._codecs.http import Timeouts
+from .._core.cost import CostLedger
 from .._core.errors import ConfigError
 from .._core.events import ErrorKind
 from .._core.fallback import FallbackPolicy
@@ -39,6 +40,7 @@ from .fallback import Fallback, FallbackRequests
 from .rate_limiter import RateLimiter
 from .requests import ModelRequests
 from .slot_limiter import SlotLimiter
+from .tiers import ledger_for, split_prices, split_tier, tiered_client
 
 __all__ = ["open_driver"]
 
@@ -57,8 +59,11 @@ async def _open_client(
     transport: TransportKind | None,
     api_key: str | None,
     options: dict[str, Any],
+    ledger: CostLedger | None = None,
 ) -> tuple[ModelClient, Backend]:
-    """The model client for ``target``, and the backend as configured."""
+    """The model client for ``target``, and the backend as configured (with a cost
+    ``ledger``, a tiered client: :mod:`agentcore._driver.tiers`)."""
+    tier, options = split_tier(options)
     if is_sim(target):
         # The embedded simulator: check the options, start it on a free loopback port, then
         # bind the backend once, as an OpenAI-compatible server in the ``sim`` dialect.
@@ -70,9 +75,10 @@ async def _open_client(
         if config is not None and not isinstance(config, SimConfig):
             raise ConfigError(f"config must be a SimConfig, got {config!r}")
         server = await stack.enter_async_context(open_sim_server(port=0, config=config))
-        configured = make_backend(server.url, model=model, api_key=api_key, dialect="sim", **rest)
+        bound: tuple[str | Backend, dict[str, Any]] = (server.url, {**rest, "dialect": "sim"})
     else:
-        configured = make_backend(target, model=model, api_key=api_key, **options)
+        bound = (target, options)
+    configured = make_backend(bound[0], model=model, api_key=api_key, **bound[1])
     kind = configured.transport if transport is None else transport
     check_choice("transport", kind, ("lean", "httpx"))
     moved = make_transport(
@@ -89,6 +95,9 @@ async def _open_client(
         stream=configured.stream if stream is None else stream,
     )
     stack.push_async_callback(client.aclose)
+    if ledger is not None and isinstance(bound[0], str):
+        rebind = (bound[0], model, api_key, bound[1])
+        return tiered_client(client, configured, rebind, tier, ledger), configured
     return client, configured
 
 
@@ -127,6 +136,7 @@ async def _open_fallbacks(
     stream: bool | None,
     timeouts: Timeouts,
     transport: TransportKind | None,
+    ledger: CostLedger | None = None,
 ) -> list[tuple[str, ModelClient, SlotLimiter]]:
     """A model client and a slot limiter per fallback backend, opened on ``stack``."""
     slot_policy, adaptive = limits
@@ -145,6 +155,7 @@ async def _open_fallbacks(
                 transport=transport,
                 api_key=spec.api_key,
                 options=dict(spec.options),
+                ledger=ledger,
             )
         else:
             client = target
@@ -274,6 +285,10 @@ async def open_driver(
     check_choice("slot_policy", slot_policy, ("fifo", "priority"))
     primary_name = backend if isinstance(backend, str) else "primary"
     specs = _fallback_specs(fallback, primary_name)
+    prices, backend_options = split_prices(backend_options)
+    tiers = [split_tier(backend_options)[0]]
+    tiers += [split_tier(spec.options)[0] for _, spec in specs]
+    ledger = ledger_for(prices, tiers)
     policy = FallbackPolicy() if fallback_on is None else FallbackPolicy(fallback_on)
     try:
         rates = RateLimiter(requests_per_minute, tokens_per_minute)
@@ -299,6 +314,7 @@ async def open_driver(
                 transport=transport,
                 api_key=api_key,
                 options=backend_options,
+                ledger=ledger,
             )
         elif isinstance(backend, ModelClient):
             given = (("stream", stream), ("transport", transport), ("api_key", api_key))
@@ -322,6 +338,7 @@ async def open_driver(
             stream=stream,
             timeouts=timeouts,
             transport=transport,
+            ledger=ledger,
         )
         executor = await stack.enter_async_context(open_tool_executor(tools))
         limiter = SlotLimiter(max_inflight, policy=slot_policy, adaptive=adaptive)
@@ -338,6 +355,7 @@ async def open_driver(
             rates=rates,
             backend=configured,
             deps=deps,
+            cost=ledger,
             listeners=_observers(trace, otel, model, client) if trace is not None or otel else (),
         )
         try:

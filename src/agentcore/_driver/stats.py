@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import attrs
 from ddsketch import LogCollapsingLowestDenseDDSketch
 
+from .._core.cost import CostReport
 from .._core.events import ErrorKind
 from .._tools.executor import ToolExecutorStatistics
 from .rate_limiter import RateLimiterStatistics
@@ -302,3 +303,6 @@ class DriverStatistics:
     """With model fallback: requests answered, per backend name (empty without fallback)."""
     rates: RateLimiterStatistics | None = None
     """Request and token limits in force, waits for budget and 429s."""
+    cost: CostReport | None = None
+    """Tokens per service tier, their cost and the saving against the standard tier
+    (``None`` unless the driver was given a service tier or prices: ``docs/batch.md``)."""

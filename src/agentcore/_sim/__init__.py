@@ -18,6 +18,7 @@ Imports ``_core`` only. Files:
 - ``engine``: slots and timing (trio).
 - ``server``: the trio + h11 HTTP server.
 - ``ratelimit``: requests/tokens per minute, 429s and the ``x-ratelimit-*`` headers.
+- ``tiers``: the ``service_tier`` of a request; flex requests refused for capacity or model.
 """
 
 from .config import SimConfig as SimConfig

@@ -61,6 +61,29 @@ def _scheduling(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> 
         raise ConfigError(f"SimConfig.scheduling must be 'fifo' or 'priority', got {value!r}")
 
 
+def _optional_names(value: Any) -> Any:
+    if value is None or isinstance(value, str):
+        return value
+    try:
+        return tuple(value)
+    except TypeError:
+        return value
+
+
+def _names(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is None:
+        return
+    if not isinstance(value, tuple) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(
+            f"SimConfig.{attribute.name} must be None or a list of model names, got {value!r}"
+        )
+
+
+def _refusal_status(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value not in (429, 498) or isinstance(value, bool):
+        raise ConfigError(f"SimConfig.{attribute.name} must be 429 or 498, got {value!r}")
+
+
 @attrs.frozen(kw_only=True)
 class SimConfig:
     """Configuration of the simulated OpenAI-compatible backend.
@@ -123,6 +146,17 @@ class SimConfig:
     ignore_stream: bool = attrs.field(default=False, validator=_flag)
     """Answer every request with one ``application/json`` reply, even when it asks for
     ``stream: true`` (as some OpenAI-compatible servers and proxies do)."""
+    flex_refuse_rate: float = attrs.field(default=0.0, validator=_share)
+    """Share of ``service_tier: "flex"`` requests refused for capacity, as the providers'
+    flex tiers do (see :mod:`agentcore._sim.tiers`); the standard tier is never refused."""
+    flex_models: tuple[str, ...] | None = attrs.field(
+        default=None, converter=_optional_names, validator=_names
+    )
+    """The models that offer the flex tier (``None``: every model); a flex request for another
+    model is refused with HTTP 400, as OpenAI refuses a model without flex."""
+    flex_refusal_status: Literal[429, 498] = attrs.field(default=429, validator=_refusal_status)
+    """How a capacity refusal is answered: ``429`` "Resource Unavailable" (OpenAI) or ``498``
+    ``capacity_exceeded`` (Groq)."""
 
     def prefill_seconds(self, uncached_tokens: int) -> float:
         """Simulated seconds to prefill ``uncached_tokens`` prompt tokens."""

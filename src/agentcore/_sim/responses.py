@@ -52,8 +52,15 @@ def _wire_calls(reply: Reply) -> list[dict[str, Any]]:
     ]
 
 
-def completion_body(response_id: str, model: str, reply: Reply, usage: dict[str, Any]) -> bytes:
-    """The JSON body of a complete (unstreamed) reply."""
+def completion_body(
+    response_id: str,
+    model: str,
+    reply: Reply,
+    usage: dict[str, Any],
+    service_tier: str | None = None,
+) -> bytes:
+    """The JSON body of a complete (unstreamed) reply (``service_tier``: the tier it says it
+    was served on, as OpenAI's replies do)."""
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
     if reply.tool_calls:
         message["tool_calls"] = _wire_calls(reply)
@@ -72,6 +79,7 @@ def completion_body(response_id: str, model: str, reply: Reply, usage: dict[str,
                 }
             ],
             "usage": usage,
+            **({} if service_tier is None else {"service_tier": service_tier}),
         }
     )
 

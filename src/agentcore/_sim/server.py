@@ -47,6 +47,7 @@ from .ratelimit import SimRateLimits
 from .request import InvalidRequest, parse_chat_request
 from .responses import completion_body, error_body, stream_frames, usage
 from .template import render_prompt_parts
+from .tiers import FlexGate, wire_tier
 from .tokens import TokenMemo, split_tokens
 
 __all__ = ["SimServer", "SimStatistics", "open_sim_server", "run_sim_server"]
@@ -58,6 +59,8 @@ _JSON = b"application/json"
 _CHAT_PATHS = (b"/v1/chat/completions", b"/chat/completions")
 _MODELS_PATHS = (b"/v1/models", b"/models")
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_SERVED_AS = {"flex": "flex", "standard": "default"}
+"""The ``service_tier`` a reply says it was served on (OpenAI's names)."""
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -106,6 +109,18 @@ class SimStatistics:
     """Connections open now."""
     internal_errors: int
     """Unexpected exceptions in connection tasks (a bug if not 0)."""
+    flex_requests: int = 0
+    """Chat requests that asked for the flex service tier (refused or not)."""
+    flex_refused: int = 0
+    """Of those, refused for capacity (``SimConfig.flex_refuse_rate``)."""
+
+
+def _reason(status: int) -> bytes:
+    """The reason phrase of ``status`` (Groq's 498 has none in the standard list)."""
+    try:
+        return HTTPStatus(status).phrase.encode()
+    except ValueError:
+        return b"Flex Tier Capacity Exceeded" if status == 498 else b"Error"
 
 
 def _send(conn: h11.Connection, event: h11.Event) -> bytes:
@@ -119,6 +134,9 @@ class _App:
         self.config = config
         self.engine = Engine(config)
         self.faults = FaultInjector(config.fail_rate, config.seed)
+        self.tiers = FlexGate(
+            config.flex_refuse_rate, config.flex_models, config.flex_refusal_status, config.seed
+        )
         self.numbers = itertools.count(1)
         self.tokens = TokenMemo()
         self.requests = 0
@@ -160,6 +178,8 @@ class _App:
             connections=self.connections,
             open_connections=self.open_connections,
             internal_errors=self.internal_errors,
+            flex_requests=self.tiers.flex_requests,
+            flex_refused=self.tiers.refused,
         )
 
     # -- connection cycle ---------------------------------------------------------------------
@@ -236,7 +256,7 @@ class _App:
     ) -> None:
         response = h11.Response(
             status_code=status,
-            reason=HTTPStatus(status).phrase.encode(),
+            reason=_reason(status),
             headers=[
                 (b"content-type", _JSON),
                 (b"content-length", str(len(body)).encode()),
@@ -300,7 +320,8 @@ class _App:
     ) -> None:
         config = self.config
         try:
-            request = parse_chat_request(orjson.loads(body))
+            decoded = orjson.loads(body)
+            request = parse_chat_request(decoded)
         except orjson.JSONDecodeError as exc:
             await self._reject(conn, stream, 400, f"the request body is not valid JSON: {exc}")
             return
@@ -314,6 +335,17 @@ class _App:
         if fault is not None:
             await self._fail(conn, stream, fault, headers)
             return
+        tier = wire_tier(decoded)
+        if tier == "flex":
+            refusal = self.tiers.decide(request.model or config.model, digest)
+            if refusal is not None:
+                status, error = refusal
+                if status == 400:
+                    self.rejected += 1
+                else:
+                    self.rate_limited += 1
+                await self._respond(conn, stream, status, error, headers)
+                return
         tokens = self.tokens.split(parts)
         limits = self.limits
         if limits is not None:
@@ -338,7 +370,8 @@ class _App:
             if limits is not None:
                 limits.charge(trio.current_time(), reply.completion_tokens)
                 headers = [*headers, *limits.headers(trio.current_time())]
-            answer = completion_body(response_id, model, reply, usage(len(tokens), cached, reply))
+            counts = usage(len(tokens), cached, reply)
+            answer = completion_body(response_id, model, reply, counts, _SERVED_AS[tier])
             await self._respond(conn, stream, 200, answer, headers)
             return
         self.streamed += 1

@@ -38,7 +38,7 @@ from .._observe.steps import StepSink
 from .._tools.spec import Tool
 from .._transports.model_client import ModelClient
 from .task import RenderError, Task, compile_job, job_run_id
-from .warmup import WarmUpReport, warm_prefix
+from .warmup import WarmUpReport, check_tier, warm_prefix
 from .warmup import warm_up as warm_up_cache
 
 T = TypeVar("T")
@@ -303,6 +303,8 @@ async def open_batch(
         report = None
         if warm_up != "off":
             report = await warm_up_cache(opened, task, batch_id=batch_id, strategy=warm_up)
+        else:
+            await check_tier(opened, task, batch_id=batch_id)
         described: dict[int, tuple[int, Any]] = {}
         loops = _loops(task, inputs, batch_id, indices, early, None, described)
         group = opened.streams.group(

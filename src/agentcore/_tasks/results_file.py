@@ -37,6 +37,7 @@ from .._core.results import Result, Status
 
 __all__ = [
     "ErrorRecord",
+    "RecordCost",
     "RecordTimings",
     "ResultRecord",
     "ResultsFile",
@@ -101,6 +102,19 @@ _NO_TIME = RecordTimings(0.0, 0.0, 0.0, 0.0)
 
 
 @attrs.frozen
+class RecordCost:
+    """What an agent's model requests cost (the ``cost`` object of its record, written when
+    the run had a service tier or prices: ``docs/batch.md``)."""
+
+    usd: float | None
+    """USD at the prices of the tiers that answered (``None``: the model has no price)."""
+    standard_usd: float | None
+    """USD the same tokens cost on the standard tier."""
+    requests: dict[str, int] = attrs.field(factory=dict)
+    """Answered requests per tier (``standard``, ``flex``, ``batch``)."""
+
+
+@attrs.frozen
 class ResultRecord:
     """One line of a results file: how one agent (the input at ``index``) ended.
 
@@ -121,9 +135,18 @@ class ResultRecord:
     """``None`` only in lines of older distributed batches, which did not record them."""
     transcript: list[Any] | None = None
     """The conversation as JSON messages, when asked for."""
+    cost: RecordCost | None = None
+    """The agent's cost, when the batch kept a cost ledger (absent from the line otherwise)."""
 
     @classmethod
-    def of_result(cls, result: Result, index: int, *, transcript: bool = False) -> ResultRecord:
+    def of_result(
+        cls,
+        result: Result,
+        index: int,
+        *,
+        transcript: bool = False,
+        cost: RecordCost | None = None,
+    ) -> ResultRecord:
         """The record of a run of this process (``index``: the input's index in the file)."""
         timings = result.timings
         return cls(
@@ -137,6 +160,7 @@ class ResultRecord:
                 timings.wall, timings.model_time, timings.tool_time, timings.slot_wait
             ),
             [orjson.loads(dumps(m)) for m in result.transcript] if transcript else None,
+            cost,
         )
 
     @classmethod
@@ -158,6 +182,8 @@ class ResultRecord:
         value = json_value(self)
         if self.transcript is None:
             del value["transcript"]
+        if self.cost is None:
+            del value["cost"]
         return orjson.dumps(value)
 
     @classmethod

@@ -45,7 +45,15 @@ from .task import Task, job_run_id, prefix_call
 if TYPE_CHECKING:
     from .._driver.driver import Driver
 
-__all__ = ["BackendUnavailable", "SLOT_FILE", "WarmUpReport", "warm_prefix", "warm_up"]
+__all__ = [
+    "SLOT_FILE",
+    "BackendUnavailable",
+    "WarmUpReport",
+    "check_tier",
+    "tier_unchecked",
+    "warm_prefix",
+    "warm_up",
+]
 
 SLOT_FILE = "agentcore-warm-prefix.bin"
 """The file name the warm slot is saved under, inside the server's ``--slot-save-path``."""
@@ -170,6 +178,24 @@ async def warm_up(
     started = trio.current_time()
     report = await _warm_up(driver, task, batch_id, strategy)
     return attrs.evolve(report, seconds=trio.current_time() - started)
+
+
+def tier_unchecked(driver: Driver) -> bool:
+    """Whether the driver's requests start on a flex service tier that no answer has yet
+    shown the model offers (:mod:`agentcore._transports.tiered`)."""
+    return bool(getattr(driver.client, "tier_unchecked", False))
+
+
+async def check_tier(driver: Driver, task: Task[Any], *, batch_id: str) -> None:
+    """Send the warm request when the batch does not warm up but starts on an unchecked flex
+    tier: the batch's first request then goes alone, and a model without flex raises
+    :class:`~agentcore.ConfigError` here, before the fan-out.
+
+    Raises:
+        ConfigError: the flex tier refused the model.
+    """
+    if tier_unchecked(driver):
+        await driver.call_model(_warm_call(task, batch_id))
 
 
 async def warm_prefix(driver: Driver, task: Task[Any], *, batch_id: str) -> ModelResponded | None:

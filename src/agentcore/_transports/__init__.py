@@ -15,5 +15,7 @@ Imports ``_core``, ``_codecs`` and ``_observe``. Files:
   transport settings and credentials (:func:`agentcore.wire.backend`).
 - ``sigv4``: AWS credentials and SigV4 signing for Bedrock (the ``bedrock`` extra).
 - ``model_client``: :class:`ModelClient`, one model exchange over codec + transport.
+- ``tiered``: a model client sending each request on a service tier (flex, then standard on
+  a capacity refusal) and counting what each tier served.
 - ``deltas``: deltas of a streamed reply, from a model client to whoever watches.
 """

@@ -1,0 +1,162 @@
+"""Service tiers through the driver on the simulator: flex refusals, routing and the ledger."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agentcore import ConfigError, Fallback, RetryPolicy, Task, open_driver, run_batch, tool
+from agentcore.sim import SimConfig
+
+# The simulator's model is named "sim" on the wire; flex at half the standard price, as
+# OpenAI prices flex at Batch API rates.
+PRICES = {
+    "sim": {
+        "standard": {"input": 2.0, "output": 8.0, "cached_input": 0.5},
+        "flex": {"input": 1.0, "output": 4.0, "cached_input": 0.25},
+    }
+}
+ONE_TRY = RetryPolicy(max_attempts=1)
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look a key up.
+
+    Args:
+        key: the key.
+    """
+    return f"value of {key}"
+
+
+TASK = Task(system="You look things up.", prompt="Find {x}.", tools=[lookup])
+INPUTS = [{"x": n} for n in range(40)]
+
+
+def sim(**knobs: Any) -> SimConfig:
+    return SimConfig(speedup=200.0, tool_rounds=2, **knobs)
+
+
+async def test_flex_then_standard_loses_no_agent_when_flex_refuses_a_third_of_calls() -> None:
+    config = sim(flex_refuse_rate=0.3)
+    async with open_driver(
+        "sim://", tools=[lookup], config=config, service_tier="flex-then-standard",
+        prices=PRICES, retry=ONE_TRY,
+    ) as driver:  # fmt: skip
+        results = await run_batch(TASK, INPUTS, driver=driver)
+        stats = driver.statistics()
+    assert [r.status for r in results] == ["ok"] * len(INPUTS)
+    cost = stats.cost
+    assert cost is not None
+    # Each refusal was routed, not retried: one attempt per request, and every request of
+    # the batch was answered once, on flex or on standard.
+    assert stats.attempts == stats.requests
+    assert sum(t.requests for t in cost.tiers.values()) == stats.requests
+    assert cost.tiers["standard"].requests == cost.flex_refused > 0
+    assert cost.fallback_rate is not None
+    assert 0.15 < cost.fallback_rate < 0.45
+    assert cost.savings_ratio is not None
+    assert 0.0 < cost.savings_ratio < 0.5
+
+
+async def test_flex_without_refusals_saves_half_the_token_cost() -> None:
+    async with open_driver(
+        "sim://", tools=[lookup], config=sim(), service_tier="flex", prices=PRICES
+    ) as driver:
+        results = await run_batch(TASK, INPUTS, driver=driver)
+        stats = driver.statistics()
+    assert all(r.status == "ok" for r in results)
+    cost = stats.cost
+    assert cost is not None
+    assert set(cost.tiers) == {"flex"}
+    assert cost.fallback_rate == 0.0
+    assert cost.savings_ratio is not None
+    assert cost.savings_ratio >= 0.45
+
+
+async def test_standard_sends_no_flex_request_and_reports_its_cost() -> None:
+    config = sim(flex_refuse_rate=1.0)
+    async with open_driver(
+        "sim://", tools=[lookup], config=config, service_tier="standard", prices=PRICES
+    ) as driver:
+        results = await run_batch(TASK, INPUTS[:5], driver=driver)
+        stats = driver.statistics()
+    assert all(r.status == "ok" for r in results)
+    assert stats.cost is not None
+    assert set(stats.cost.tiers) == {"standard"}
+    assert stats.cost.savings == pytest.approx(0.0)
+    assert stats.cost.flex_attempts == 0
+
+
+async def test_flex_alone_waits_out_capacity_refusals_with_retries() -> None:
+    config = sim(flex_refuse_rate=0.3, flex_refusal_status=498)
+    retry = RetryPolicy(max_attempts=12, base_delay=0.001, max_delay=0.01)
+    async with open_driver(
+        "sim://", tools=[lookup], config=config, service_tier="flex", prices=PRICES, retry=retry
+    ) as driver:
+        results = await run_batch(TASK, INPUTS[:10], driver=driver)
+        stats = driver.statistics()
+    assert all(r.status == "ok" for r in results)
+    assert stats.attempts > stats.requests  # Groq's 498 refusals were retried on flex
+    assert stats.cost is not None
+    assert set(stats.cost.tiers) == {"flex"}
+    assert stats.cost.flex_refused == 0
+
+
+async def test_a_model_without_flex_is_a_config_error_before_the_batch_spends_anything() -> None:
+    config = sim(flex_models=["some-other-model"])
+    async with open_driver(
+        "sim://", tools=[lookup], config=config, service_tier="flex-then-standard"
+    ) as driver:
+        with pytest.raises(ConfigError, match="flex"):
+            await run_batch(TASK, INPUTS, driver=driver)
+        stats = driver.statistics()
+    assert stats.requests <= 1  # the one refused request (refusals are not charged)
+    assert stats.cost is not None
+    assert stats.cost.tiers == {}
+
+
+async def test_without_a_tier_or_prices_there_is_no_ledger() -> None:
+    async with open_driver("sim://", tools=[lookup], config=sim()) as driver:
+        await run_batch(TASK, INPUTS[:2], driver=driver)
+        assert driver.statistics().cost is None
+
+
+async def test_a_fallback_backend_takes_its_own_tier() -> None:
+    fallback = Fallback("sim://", options={"config": sim(), "service_tier": "flex"})
+    async with open_driver(
+        "sim://", tools=[lookup], config=sim(fail_rate=1.0), fallback=[fallback],
+        prices=PRICES, retry=ONE_TRY,
+    ) as driver:  # fmt: skip
+        results = await run_batch(TASK, INPUTS[:4], driver=driver)
+        stats = driver.statistics()
+    assert all(r.status == "ok" for r in results)
+    assert stats.cost is not None
+    assert set(stats.cost.tiers) == {"flex"}
+
+
+@pytest.mark.parametrize("tier", ["Flex", "priority", 3])
+async def test_an_unknown_tier_is_a_config_error(tier: object) -> None:
+    with pytest.raises(ConfigError, match="service_tier"):
+        async with open_driver("sim://", service_tier=tier):
+            pass
+
+
+async def test_flex_on_anthropic_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="no flex tier"):
+        async with open_driver(
+            "http://127.0.0.1:9/", model="m", dialect="anthropic", service_tier="flex"
+        ):
+            pass
+
+
+async def test_without_a_warm_up_the_first_flex_request_goes_alone_and_stops_the_batch() -> None:
+    config = sim(flex_models=["some-other-model"])
+    async with open_driver(
+        "sim://", tools=[lookup], config=config, service_tier="flex", max_inflight=16
+    ) as driver:
+        with pytest.raises(ConfigError, match="flex"):
+            await run_batch(TASK, INPUTS, driver=driver, warm=False)
+        stats = driver.statistics()
+    assert stats.attempts == 1

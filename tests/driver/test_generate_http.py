@@ -178,9 +178,10 @@ async def test_a_watched_run_over_http_streams_deltas_and_retries_a_cut_attempt(
         events = [e async for e in steps]
     kinds = [e.name for e in events]
     first_retry = kinds.index("retry_scheduled")
-    assert kinds[0] == "request_started"
+    assert kinds[:3] == ["run_started", "request_queued", "request_started"]
     assert "model_delta" in kinds[:first_retry]  # the cut attempt had streamed some text
-    again = events[first_retry + 1]
+    assert kinds[first_retry + 1] == "request_queued"  # the retry waits for a slot again
+    again = events[first_retry + 2]
     assert isinstance(again, RequestStarted)
     assert again.attempt == 2
     text = "".join(e.text for e in events[first_retry:] if isinstance(e, ModelDelta))

@@ -160,3 +160,33 @@ async def test_without_a_warm_up_the_first_flex_request_goes_alone_and_stops_the
             await run_batch(TASK, INPUTS, driver=driver, warm=False)
         stats = driver.statistics()
     assert stats.attempts == 1
+
+
+async def test_flex_requests_wait_at_least_fifteen_minutes_for_an_answer() -> None:
+    from agentcore._driver.tiers import FLEX_TIMEOUT
+    from agentcore._transports.tiered import TieredModelClient
+
+    async with open_driver("sim://", service_tier="flex-then-standard") as driver:
+        client = driver.client
+        assert isinstance(client, TieredModelClient)
+        flex, standard = client._clients["flex"], client._clients["standard"]
+    assert FLEX_TIMEOUT == 900.0
+    assert flex.timeouts.read is not None
+    assert flex.timeouts.read >= FLEX_TIMEOUT
+    assert standard.timeouts.read is not None
+    assert standard.timeouts.read < FLEX_TIMEOUT
+
+
+async def test_sim_replies_name_the_tier_that_served_them() -> None:
+    import httpx
+
+    from agentcore.sim import open_sim_server
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    async with open_sim_server(config=sim()) as server, httpx.AsyncClient() as http:
+        flex = await http.post(
+            f"{server.url}/chat/completions", json={**body, "service_tier": "flex"}
+        )
+        plain = await http.post(f"{server.url}/chat/completions", json=body)
+    assert flex.json()["service_tier"] == "flex"
+    assert plain.json()["service_tier"] == "default"

@@ -37,7 +37,7 @@ def workloads(draw: st.DrawFn) -> dict[str, Any]:
     return {
         "agents": agents,
         "max_inflight": draw(st.integers(1, 4)),
-        "policy": draw(st.sampled_from(["fifo", "priority"])),
+        "policy": draw(st.sampled_from(["fifo", "priority", "attained"])),
         "adaptive": draw(st.booleans()),
         "turns": [draw(st.integers(0, 3)) for _ in range(agents)],
         "parallel": [draw(st.integers(1, 3)) for _ in range(agents)],

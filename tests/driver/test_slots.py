@@ -14,7 +14,12 @@ class Waiter:
     def __init__(self, name: int, priority: int, seq: int) -> None:
         self.name = name
         self.priority = priority
+        """The priority, and for ``attained`` the service (what its run received so far)."""
         self.seq = seq
+        self.queued_at = 0
+        """Grants made before it queued (its age is counted in grants)."""
+        self.ahead = 0
+        """Waiters in line when it queued."""
 
     def __repr__(self) -> str:
         return f"W{self.name}(p={self.priority})"
@@ -32,24 +37,39 @@ operations = st.lists(
 )
 
 
-def replay(policy: str, limit: int, ops: list[tuple[str, int]]) -> None:
+def replay(policy: str, limit: int, ops: list[tuple[str, int]], age_limit: int = 1024) -> None:
     """Run ``ops`` against a SlotQueue and check it against a reference at every step."""
-    queue: SlotQueue[Waiter] = SlotQueue(limit, policy)  # type: ignore[arg-type]
+    queue: SlotQueue[Waiter] = SlotQueue(limit, policy, age_limit)  # type: ignore[arg-type]
     waiting: list[Waiter] = []  # reference line
     withdrawn: list[Waiter] = []  # may be queued again
     holders = 0
     seq = 0
+    grants = 0
 
     def expected_next() -> Waiter:
         if policy == "fifo":
             return min(waiting, key=lambda w: w.seq)
-        return min(waiting, key=lambda w: (-w.priority, w.seq))
+        if policy == "priority":
+            return min(waiting, key=lambda w: (-w.priority, w.seq))
+        oldest = min(waiting, key=lambda w: w.seq)
+        if grants - oldest.queued_at >= age_limit:
+            return oldest
+        return min(waiting, key=lambda w: (w.priority, w.seq))
+
+    def enqueue(waiter: Waiter) -> None:
+        waiter.queued_at = grants
+        queue.enqueue(waiter, waiter.priority, service=waiter.priority)
+        waiting.append(waiter)
 
     def check_granted(granted: list[Waiter]) -> None:
-        nonlocal holders
+        nonlocal holders, grants
         for waiter in granted:
             assert waiter is expected_next()
             waiting.remove(waiter)
+            grants += 1
+            if policy == "attained":
+                # Starvation is bounded: granted within age_limit + (waiters ahead) + 1.
+                assert grants - waiter.queued_at <= age_limit + waiter.ahead + 1
             holders += 1
             assert holders <= queue.limit
         assert queue.in_use == holders
@@ -65,8 +85,8 @@ def replay(policy: str, limit: int, ops: list[tuple[str, int]]) -> None:
                 holders += 1
             else:
                 waiter = Waiter(seq, arg, seq)
-                queue.enqueue(waiter, arg)
-                waiting.append(waiter)
+                waiter.ahead = len(waiting)
+                enqueue(waiter)
         elif op == "release" and holders:
             holders -= 1
             check_granted(queue.release())
@@ -85,9 +105,8 @@ def replay(policy: str, limit: int, ops: list[tuple[str, int]]) -> None:
                 assert not waiting and holders < queue.limit
                 holders += 1
             else:
-                waiter.priority, waiter.seq = arg, seq
-                queue.enqueue(waiter, arg)
-                waiting.append(waiter)
+                waiter.priority, waiter.seq, waiter.ahead = arg, seq, len(waiting)
+                enqueue(waiter)
         elif op == "limit":
             check_granted(queue.set_limit(arg))
         check_granted([])
@@ -99,6 +118,31 @@ def test_SlotQueue_grants_in_policy_order_and_never_idles_a_slot_while_someone_w
     policy: str, limit: int, ops: list[tuple[str, int]]
 ) -> None:
     replay(policy, limit, ops)
+
+
+@settings(max_examples=200)
+@given(st.integers(1, 5), st.integers(1, 8), operations)
+def test_SlotQueue_attained_serves_least_service_first_ties_in_arrival_and_bounds_starvation(
+    limit: int, age_limit: int, ops: list[tuple[str, int]]
+) -> None:
+    replay("attained", limit, ops, age_limit)
+
+
+def test_SlotQueue_attained_serves_the_least_served_first_until_the_oldest_is_too_old() -> None:
+    queue: SlotQueue[Waiter] = SlotQueue(1, "attained", age_limit=3)
+    assert queue.try_acquire()
+    long_run = Waiter(0, 90, 0)  # a run that has already received 90 tokens
+    queue.enqueue(long_run, service=90)
+    fresh = [Waiter(i, 0, i) for i in range(1, 6)]
+    for w in fresh[:3]:
+        queue.enqueue(w, service=w.priority)
+    # Fresh runs (no service yet) go first, in arrival order...
+    order = [queue.release()[0].name for _ in range(3)]
+    for w in fresh[3:]:
+        queue.enqueue(w, service=w.priority)
+    # ...until three grants have passed since the long run queued: then it goes next.
+    order += [queue.release()[0].name for _ in range(3)]
+    assert order == [1, 2, 3, 0, 4, 5]
 
 
 def test_SlotQueue_newcomer_does_not_overtake_a_waiter() -> None:
@@ -190,7 +234,7 @@ def test_AdaptiveLimit_halves_once_per_congestion_and_grows_back() -> None:
     assert aimd.limit == 32
 
 
-@pytest.mark.parametrize("policy", ["fifo", "priority"])
+@pytest.mark.parametrize("policy", ["fifo", "priority", "attained"])
 def test_withdrawn_waiters_do_not_pile_up_behind_a_front_that_never_moves(policy: str) -> None:
     queue: SlotQueue[object] = SlotQueue(1, policy=policy)  # type: ignore[arg-type]
     assert queue.try_acquire()
@@ -201,11 +245,11 @@ def test_withdrawn_waiters_do_not_pile_up_behind_a_front_that_never_moves(policy
         queue.enqueue(waiter, priority=0)
         assert queue.withdraw(waiter)
     assert queue.waiting == 1
-    assert len(queue._fifo) + len(queue._heap) <= 2 * queue.waiting + 64
+    assert len(queue._fifo) + len(queue._heap) + len(queue._arrivals) <= 3 * queue.waiting + 64
     assert queue.release() == [stuck]
 
 
-@pytest.mark.parametrize("policy", ["fifo", "priority"])
+@pytest.mark.parametrize("policy", ["fifo", "priority", "attained"])
 def test_a_waiter_withdrawn_and_queued_again_is_served_at_its_new_place(policy: str) -> None:
     queue: SlotQueue[object] = SlotQueue(1, policy=policy)  # type: ignore[arg-type]
     assert queue.try_acquire()
@@ -216,7 +260,7 @@ def test_a_waiter_withdrawn_and_queued_again_is_served_at_its_new_place(policy: 
         assert queue.withdraw(again)
         queue.enqueue(again)
     assert queue.waiting == 2
-    assert len(queue._fifo) + len(queue._heap) <= 2 * queue.waiting + 64
+    assert len(queue._fifo) + len(queue._heap) + len(queue._arrivals) <= 3 * queue.waiting + 64
     assert queue.release() == [other]
     assert queue.release() == [again]
     assert queue.waiting == 0

@@ -597,9 +597,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--slot-policy",
-        choices=("fifo", "priority"),
+        choices=("fifo", "priority", "attained"),
         default=None,
-        help="order of waiting model requests (default: priority, near-done agents first)",
+        help="order of waiting model requests (default: priority, near-done agents first; "
+        "attained: the least served agents first)",
     )
     run.add_argument(
         "--adaptive",

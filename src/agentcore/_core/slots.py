@@ -18,12 +18,21 @@ with no clock and no I/O; ``_slot_limiter`` wraps them for trio.
   even if a slot is free (trio ``CapacityLimiter`` semantics). This cannot strand a waiter,
   because every event that frees a slot or raises the limit grants slots at once.
 - Order: ``"fifo"`` serves waiters in arrival order; ``"priority"`` serves the highest
-  priority first and, among equal priorities, the earliest arrival.
+  priority first and, among equal priorities, the earliest arrival; ``"attained"`` serves
+  the waiter whose run has received the least service so far first (its ``service``: the
+  driver passes the tokens the run has received), among equal services the earliest
+  arrival, with starvation bounded by age: once :attr:`SlotQueue.age_limit` slots have
+  been granted since the oldest waiter queued, the oldest waiter goes next. A waiter that
+  queued behind ``k`` others is therefore granted within ``age_limit + k + 1`` grants,
+  whatever services arrive after it (least attained service alone would let a long run
+  wait for ever behind a stream of fresh ones).
 - A waiter that gives up (its task was cancelled) is withdrawn in O(1); its place in line is
   dropped lazily when it reaches the front. The line holds the waiters themselves, no wrapper
   per wait: a waiter is live while the id map holds it; a FIFO place left by a withdrawn
   waiter is recognised by a count of stale places per waiter (a waiter withdrawn and queued
-  again has its stale place ahead of its live one), a priority place by its sequence number.
+  again has its stale place ahead of its live one), a priority or attained place by its
+  sequence number (an attained waiter has two places, one in the service heap and one in the
+  arrival line; whichever is granted first makes the other stale).
 
 :class:`AdaptiveLimit` is the AIMD arithmetic for an optional adaptive limit: every
 successful exchange adds ``1 / limit`` (so the limit grows by about one per window of
@@ -47,12 +56,20 @@ import attrs
 
 from .errors import ConfigError
 
-__all__ = ["AdaptiveLimit", "SlotPolicy", "SlotQueue"]
+__all__ = ["AGE_LIMIT", "SLOT_POLICIES", "AdaptiveLimit", "SlotPolicy", "SlotQueue"]
 
 W = TypeVar("W")
 
-SlotPolicy = Literal["fifo", "priority"]
-"""How waiters are ordered: arrival order, or highest priority first (ties in arrival order)."""
+SlotPolicy = Literal["fifo", "priority", "attained"]
+"""How waiters are ordered: arrival order; highest priority first; or least attained service
+first (ties in arrival order for both, starvation bounded for ``attained``)."""
+
+SLOT_POLICIES: tuple[SlotPolicy, ...] = ("fifo", "priority", "attained")
+"""Every slot policy, in the order the documentation lists them."""
+
+AGE_LIMIT = 1024
+"""Default :attr:`SlotQueue.age_limit`: grants after which the oldest ``attained`` waiter is
+served whatever its service (about a minute of a 32-slot server at 2 s per request)."""
 
 
 def _is_count(value: object) -> bool:
@@ -67,20 +84,27 @@ class SlotQueue(Generic[W]):
 
     Args:
         limit: how many slots may be in use at once (at least 1).
-        policy: ``"fifo"`` or ``"priority"``.
+        policy: ``"fifo"``, ``"priority"`` or ``"attained"``.
+        age_limit: for ``"attained"``: grants after which the oldest waiter goes next.
     """
 
     limit: int = attrs.field()
     policy: SlotPolicy = "fifo"
+    age_limit: int = AGE_LIMIT
     in_use: int = attrs.field(default=0, init=False)
     _fifo: deque[W] = attrs.field(factory=deque, init=False)
-    _heap: list[tuple[int, int, W]] = attrs.field(factory=list, init=False)
+    _heap: list[tuple[float, int, W]] = attrs.field(factory=list, init=False)
+    """Priority places (``-priority``) or attained places (``service``), then arrival."""
+    _arrivals: deque[tuple[int, int, W]] = attrs.field(factory=deque, init=False)
+    """``attained``: (sequence number, grants when queued, waiter) in arrival order."""
+    _grants: int = attrs.field(default=0, init=False)
+    """Slots granted to waiters so far (the age of an ``attained`` waiter is counted in them)."""
     _entries: dict[int, W] = attrs.field(factory=dict, init=False)
     """The waiters in line, by id."""
     _stale: dict[int, int] = attrs.field(factory=dict, init=False)
     """FIFO places of withdrawn waiters still in the line, counted per waiter id."""
     _seqs: dict[int, int] = attrs.field(factory=dict, init=False)
-    """The sequence number of each priority waiter's live place."""
+    """The sequence number of each priority or attained waiter's live place."""
     _waiting: int = attrs.field(default=0, init=False)
     _seq: Iterator[int] = attrs.field(factory=itertools.count, init=False)
 
@@ -90,8 +114,12 @@ class SlotQueue(Generic[W]):
             raise ConfigError(f"slot limit must be an int >= 1, got {value!r}")
 
     def __attrs_post_init__(self) -> None:
-        if self.policy not in ("fifo", "priority"):
-            raise ConfigError(f"slot policy must be 'fifo' or 'priority', got {self.policy!r}")
+        if self.policy not in SLOT_POLICIES:
+            raise ConfigError(
+                f"slot policy must be one of {list(SLOT_POLICIES)}, got {self.policy!r}"
+            )
+        if not _is_count(self.age_limit):
+            raise ConfigError(f"age_limit must be an int >= 1, got {self.age_limit!r}")
 
     @property
     def waiting(self) -> int:
@@ -105,8 +133,9 @@ class SlotQueue(Generic[W]):
             return True
         return False
 
-    def enqueue(self, waiter: W, priority: int = 0) -> None:
-        """Put ``waiter`` in line. ``priority`` matters only for the ``"priority"`` policy.
+    def enqueue(self, waiter: W, priority: int = 0, service: float = 0) -> None:
+        """Put ``waiter`` in line. ``priority`` matters only for the ``"priority"`` policy,
+        ``service`` (what the waiter's run has received so far) only for ``"attained"``.
 
         ``waiter`` must be hashable by identity and must not already be waiting.
         """
@@ -115,12 +144,17 @@ class SlotQueue(Generic[W]):
             raise ValueError("waiter is already in line")
         self._entries[key] = waiter
         self._waiting += 1
-        if self.policy == "fifo":
+        policy = self.policy
+        if policy == "fifo":
             self._fifo.append(waiter)
-        else:
-            seq = next(self._seq)
-            self._seqs[key] = seq
+            return
+        seq = next(self._seq)
+        self._seqs[key] = seq
+        if policy == "priority":
             heapq.heappush(self._heap, (-priority, seq, waiter))
+        else:
+            heapq.heappush(self._heap, (service, seq, waiter))
+            self._arrivals.append((seq, self._grants, waiter))
 
     def withdraw(self, waiter: W) -> bool:
         """Take ``waiter`` out of line; ``False`` if it was not waiting (already granted)."""
@@ -132,7 +166,7 @@ class SlotQueue(Generic[W]):
         else:
             del self._seqs[key]
         self._waiting -= 1
-        if len(self._fifo) + len(self._heap) > 2 * self._waiting + 64:
+        if len(self._fifo) + len(self._heap) + len(self._arrivals) > 3 * self._waiting + 64:
             self._compact()
         return True
 
@@ -151,8 +185,10 @@ class SlotQueue(Generic[W]):
                 kept.appendleft(waiter)
         self._fifo = kept
         stale.clear()
-        self._heap = [item for item in self._heap if self._seqs.get(id(item[2])) == item[1]]
+        seqs = self._seqs
+        self._heap = [item for item in self._heap if seqs.get(id(item[2])) == item[1]]
         heapq.heapify(self._heap)
+        self._arrivals = deque(item for item in self._arrivals if seqs.get(id(item[2])) == item[0])
 
     def release(self) -> list[W]:
         """Give one slot back. Returns the waiters now granted a slot (to be woken)."""
@@ -183,6 +219,17 @@ class SlotQueue(Generic[W]):
                     continue
             return waiter
         heap, seqs = self._heap, self._seqs
+        arrivals = self._arrivals
+        while arrivals:
+            seq, queued_at, waiter = arrivals[0]
+            if seqs.get(id(waiter)) != seq:
+                arrivals.popleft()  # granted from the heap, or withdrawn
+                continue
+            if self._grants - queued_at >= self.age_limit:
+                arrivals.popleft()
+                del seqs[id(waiter)]  # its heap place is stale now
+                return waiter
+            break
         while heap:
             _, seq, waiter = heapq.heappop(heap)
             if seqs.get(id(waiter)) == seq:
@@ -199,6 +246,7 @@ class SlotQueue(Generic[W]):
             del self._entries[id(waiter)]
             self._waiting -= 1
             self.in_use += 1
+            self._grants += 1
             granted.append(waiter)
         return granted
 

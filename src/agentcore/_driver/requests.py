@@ -3,13 +3,13 @@
 Theory of operation
 -------------------
 One :meth:`ModelRequests.send` is one logical model request, made of attempts. Each attempt
-takes an inference slot from the :class:`~agentcore._driver.slot_limiter.SlotLimiter` (FIFO or by
-priority), performs one exchange through the model client, and gives the slot back at once,
-telling the limiter whether the server signalled overload (for the adaptive limit). A failed
-attempt that the retry policy allows to retry sleeps its back-off *without* a slot and queues
-again; the first success or the final failure ends the request. The model client never raises
-for server or network failures (they come back classified), so the only exceptions here are
-cancellations, which release the slot on their way out.
+takes an inference slot from the :class:`~agentcore._driver.slot_limiter.SlotLimiter` (FIFO, by
+priority or by attained service), performs one exchange through the model client, and gives the
+slot back at once, telling the limiter whether the server signalled overload (for the adaptive
+limit). A failed attempt that the retry policy allows to retry sleeps its back-off *without* a
+slot and queues again; the first success or the final failure ends the request. The model
+client never raises for server or network failures (they come back classified), so the only
+exceptions here are cancellations, which release the slot on their way out.
 
 Every step is a step event (:mod:`agentcore._observe.steps`) pushed to one optional sink: the
 run's (``run.steps``), or :attr:`ModelRequests.sink` for requests made outside any run. With
@@ -26,6 +26,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+import attrs
 import trio
 
 from .._codecs.codec import Delta
@@ -72,6 +73,21 @@ def _queued(steps: StepSink, run: Run | None, call: CallModel) -> None:
     run_id = None if run is None else run.id
     now = trio.current_time()
     steps.push(RequestQueued(run_id, call.request_id, call.hints.turn, call.params, now))
+
+
+def attained_service(run: Run | None) -> int:
+    """The service ``run`` has received so far, as the ``attained`` slot policy counts it: the
+    tokens of its replies (0 for a request outside any run)."""
+    return 0 if run is None else run.loop.usage.completion_tokens
+
+
+def least_served_first(call: CallModel, service: int) -> CallModel:
+    """``call`` with the ``attained`` policy's order as its priority hint (``-service``: the
+    least served run is the most urgent), so the server orders its queue as the slot line
+    does; the dialect writes it in the engine's own direction."""
+    if call.hints.priority == -service:
+        return call
+    return attrs.evolve(call, hints=attrs.evolve(call.hints, priority=-service))
 
 
 class ModelRequests:
@@ -138,7 +154,7 @@ class ModelRequests:
             priority = call.hints.priority
             if run.steps is not None:
                 _queued(run.steps, run, call)
-        slot = self._limiter.park(run.index, priority, wake, run)
+        slot = self._limiter.park(run.index, priority, wake, run, attained_service(run))
         if isinstance(slot, Slot):
             return slot, reservation
         run.reservation = reservation
@@ -167,6 +183,8 @@ class ModelRequests:
         steps = self.sink if run is None else run.steps
         if run is None and steps is None:
             steps = run_sink()  # the log sink, while a DEBUG line would be seen
+        if self._limiter.policy == "attained":
+            call = least_served_first(call, attained_service(run))
         run_id = None if run is None else run.id
         first = trio.current_time()
         attempts = 0
@@ -234,7 +252,9 @@ class ModelRequests:
                     _queued(steps, run, call)
                 owner = call.request_id if run is None else run.index
                 try:
-                    slot = await self._limiter.slot(owner, call.hints.priority)
+                    slot = await self._limiter.slot(
+                        owner, call.hints.priority, attained_service(run)
+                    )
                 except BaseException:
                     rates.unsent(reservation)
                     raise

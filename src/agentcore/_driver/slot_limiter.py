@@ -113,11 +113,13 @@ class Parked:
 
 
 class SlotLimiter:
-    """Bounds the model requests in flight; hands slots out FIFO or by priority.
+    """Bounds the model requests in flight; hands slots out FIFO, by priority or by attained
+    service.
 
     Args:
         max_inflight: the hard cap on slots in use.
-        policy: ``"fifo"`` (arrival order) or ``"priority"`` (highest priority first).
+        policy: ``"fifo"`` (arrival order), ``"priority"`` (highest priority first) or
+            ``"attained"`` (least service so far first, starvation bounded).
         adaptive: shrink the limit on overload signals and grow it back on success (AIMD),
             never above ``max_inflight`` and never below 1.
     """
@@ -140,25 +142,35 @@ class SlotLimiter:
         """The limit in force."""
         return self._queue.limit
 
-    async def acquire(self, owner: Hashable = None, priority: int = 0) -> Slot:
+    @property
+    def policy(self) -> SlotPolicy:
+        """The order waiters are served in."""
+        return self._queue.policy
+
+    async def acquire(self, owner: Hashable = None, priority: int = 0, service: float = 0) -> Slot:
         """Wait for a slot and take it.
 
         Args:
             owner: who holds the slot (shown in :attr:`SlotStatistics.holders`).
             priority: higher is served first under the ``"priority"`` policy.
+            service: what the owner has received so far; less is served first under the
+                ``"attained"`` policy.
 
         Returns:
             The held slot.
         """
-        return await self.slot(owner, priority)
+        return await self.slot(owner, priority, service)
 
-    def slot(self, owner: Hashable = None, priority: int = 0) -> Awaitable[Slot]:
+    def slot(
+        self, owner: Hashable = None, priority: int = 0, service: float = 0
+    ) -> Awaitable[Slot]:
         """:meth:`acquire` without a coroutine frame of its own while the task waits in line:
         await the result at once (the task is put in line by this call).
 
         Args:
             owner: who holds the slot (shown in :attr:`SlotStatistics.holders`).
             priority: higher is served first under the ``"priority"`` policy.
+            service: less is served first under the ``"attained"`` policy.
 
         Returns:
             An awaitable of the held slot.
@@ -167,7 +179,7 @@ class SlotLimiter:
         if queue.waiting == 0 and queue.in_use < queue.limit:
             return self._take_free(owner)
         waiter = _Waiter(trio.lowlevel.current_task(), queue, owner, trio.current_time())
-        queue.enqueue(waiter, priority)
+        queue.enqueue(waiter, priority, service)
         return trio.lowlevel.wait_task_rescheduled(waiter.abort)
 
     def park(
@@ -176,6 +188,7 @@ class SlotLimiter:
         priority: int,
         on_grant: Callable[[Any, Slot | None], object],
         subject: Any,
+        service: float = 0,
     ) -> Slot | Parked:
         """Take a free slot at once, or put ``subject`` in line with no task behind it.
 
@@ -190,7 +203,7 @@ class SlotLimiter:
         if queue.try_acquire():
             return self._grant(owner, now, now)
         parked = Parked(queue, owner, now, on_grant, subject)
-        queue.enqueue(parked, priority)
+        queue.enqueue(parked, priority, service)
         return parked
 
     async def _take_free(self, owner: Hashable) -> Slot:

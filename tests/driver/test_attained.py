@@ -1,0 +1,143 @@
+"""The ``attained`` slot policy through the driver, in virtual time: the least served agents are
+served first, and the request's priority hint carries the same order to the server."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentcore import Usage, open_driver, tool
+from agentcore.core import AssistantMessage, CallModel, ModelResponded, ToolCall
+from agentcore.testing import ScriptedModel
+from tests.driver.helpers import agent_of, make_loop, tool_results
+
+TOKENS = 10
+"""Completion tokens of every scripted reply."""
+
+
+def run_virtual(scenario: Any) -> Any:
+    async def bounded() -> Any:
+        with trio.fail_after(100_000):
+            return await scenario()
+
+    return trio.run(bounded, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+@tool
+async def step(n: int) -> str:
+    """One step of work.
+
+    Args:
+        n: the step.
+    """
+    await trio.sleep(0.25)
+    return f"step {n}"
+
+
+def turns_policy(turns: dict[int, int]) -> Any:
+    """Agent ``i`` calls ``step`` until it has made ``turns[i]`` requests, then answers; every
+    reply is ``TOKENS`` completion tokens."""
+
+    def policy(call: CallModel) -> ModelResponded:
+        done = len(tool_results(call))
+        if done + 1 >= turns[agent_of(call)]:
+            message = AssistantMessage("done")
+        else:
+            message = AssistantMessage(
+                tool_calls=(ToolCall(f"c{done}", "step", f'{{"n": {done}}}'),)
+            )
+        return ModelResponded(call.request_id, message, Usage(5, TOKENS), "stop")
+
+    return policy
+
+
+async def batch(policy: str, turns: dict[int, int], late: set[int], slots: int) -> dict[str, Any]:
+    """Run the agents (those in ``late`` start at t=1.5) on a one-second model; returns each
+    agent's completion time and the calls the model saw."""
+    model = ScriptedModel(turns_policy(turns), latency=1.0)
+    ended: dict[int, float] = {}
+    async with open_driver(model, tools=[step], max_inflight=slots, slot_policy=policy) as driver:
+
+        async def agent(index: int) -> None:
+            if index in late:
+                await trio.sleep(1.5)
+            result = await driver.run(make_loop(index, [step], max_turns=20))
+            assert result.status == "ok", result.error
+            ended[index] = trio.current_time()
+
+        async with trio.open_nursery() as nursery:
+            for index in turns:
+                nursery.start_soon(agent, index)
+    return {"ended": ended, "calls": model.calls}
+
+
+def test_attained_sends_each_request_with_minus_the_tokens_its_run_received_as_priority() -> None:
+    turns = {0: 5, 1: 1, 2: 3}
+    out = run_virtual(lambda: batch("attained", turns, set(), 2))
+    seen: dict[int, int] = {}
+    for call in out["calls"]:
+        agent = agent_of(call)
+        assert call.hints.priority == -TOKENS * seen.get(agent, 0)
+        seen[agent] = seen.get(agent, 0) + 1
+    assert seen == turns
+
+
+def test_priority_hints_are_left_alone_under_the_other_policies() -> None:
+    turns = {0: 3, 1: 2}
+    out = run_virtual(lambda: batch("fifo", turns, set(), 1))
+    assert [c.hints.priority for c in out["calls"] if agent_of(c) == 0] == [0, 1, 2]
+
+
+def test_attained_lets_short_agents_that_arrive_late_overtake_long_ones() -> None:
+    long_agents = dict.fromkeys(range(4), 8)
+    short_agents = dict.fromkeys(range(4, 10), 1)
+    turns = long_agents | short_agents
+    late = set(short_agents)
+    outcomes = {
+        policy: run_virtual(lambda policy=policy: batch(policy, turns, late, 2))
+        for policy in ("fifo", "attained")
+    }
+    short_mean = {
+        policy: statistics.mean(out["ended"][i] for i in short_agents)
+        for policy, out in outcomes.items()
+    }
+    # Short agents arriving while long ones cycle wait behind them under FIFO, not under
+    # attained service: they have received nothing yet.
+    assert short_mean["attained"] < short_mean["fifo"]
+    # Six one-turn agents arriving at 1.5 s take the two slots as they free (t = 2, 3, 4)
+    # and are done a second later.
+    assert sorted(outcomes["attained"]["ended"][i] for i in short_agents) == [3, 3, 4, 4, 5, 5]
+    # The same work is done either way.
+    assert len(outcomes["fifo"]["calls"]) == len(outcomes["attained"]["calls"]) == 38
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.dictionaries(st.integers(0, 7), st.integers(1, 6), min_size=1, max_size=8),
+    st.integers(1, 3),
+)
+def test_attained_finishes_every_agent_and_each_request_carries_its_runs_service(
+    turns: dict[int, int], slots: int
+) -> None:
+    out = run_virtual(lambda: batch("attained", turns, set(), slots))
+    per_agent: dict[int, list[int]] = {}
+    for call in out["calls"]:
+        per_agent.setdefault(agent_of(call), []).append(-call.hints.priority)
+    assert set(out["ended"]) == set(turns)
+    for agent, services in per_agent.items():
+        assert services == [TOKENS * n for n in range(turns[agent])]
+
+
+@pytest.mark.parametrize("policy", ["fifo", "priority", "attained"])
+def test_every_slot_policy_is_accepted_by_open_driver(policy: str) -> None:
+    async def scenario() -> str:
+        async with open_driver(ScriptedModel(["hi"]), slot_policy=policy) as driver:
+            return driver.limiter.policy
+
+    assert run_virtual(scenario) == policy

@@ -602,6 +602,7 @@ def test_statistics_count_the_run() -> None:
         "plans": 0,
         "truncated_replies": 0,
         "missing_tool_calls": 0,
+        "tool_failures": 0,
     }
 
 

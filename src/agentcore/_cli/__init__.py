@@ -4,4 +4,6 @@
   script ``agentcore`` is :func:`main.main`.
 - ``distributed``: ``agentcore worker`` and ``agentcore run --queue``.
 - ``demo``: the task behind ``agentcore demo``.
+- ``logs``: the command line's log handler (agentcore's warnings and a worker's progress on
+  stderr).
 """

@@ -25,7 +25,7 @@ import trio
 from .._codecs.dialects import DIALECTS
 from .._codecs.values import json_value
 from .._core.errors import ConfigError
-from .._core.results import Result
+from .._core.results import NO_TOOL_FAILURES, Result
 from .._driver.open import open_driver
 from .._driver.stats import DriverStatistics
 from .._observe.render import render_timeline
@@ -45,6 +45,7 @@ from .._tasks.taskfile import TaskFileError, load_task
 from .._transports.backends import backend as make_backend
 from .demo import demo_inputs, demo_task
 from .distributed import run_submitter, run_worker_command
+from .logs import cli_logging
 
 __all__ = ["main"]
 
@@ -192,6 +193,10 @@ class _Progress:
 def summary_table(stats: DriverStatistics, results: Sequence[Result]) -> str:
     """The end-of-batch summary printed by ``run`` and ``demo``."""
     turns = [r.turns for r in results]
+    failures = NO_TOOL_FAILURES
+    for result in results:
+        if result.tool_failures.counts:
+            failures = failures.merged(result.tool_failures)
     rows = [
         (
             "agents",
@@ -210,9 +215,10 @@ def summary_table(stats: DriverStatistics, results: Sequence[Result]) -> str:
         ("completion tokens", str(stats.completion_tokens)),
         (
             "tool calls",
-            f"{stats.tool_calls} requested, {stats.tool_executions} executed "
-            f"(dedup {_pct(stats.dedup_ratio)})",
+            f"{stats.tool_calls} requested, {stats.tool_executions} executed, "
+            f"{failures.total} failed (dedup {_pct(stats.dedup_ratio)})",
         ),
+        *([("failed tool calls", failures.describe())] if failures.total else []),
         ("slot utilisation", _pct(stats.slot_utilisation)),
         *_cost_rows(stats),
     ]
@@ -704,7 +710,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``agentcore`` console script; returns the exit code."""
     args = _parser().parse_args(argv)
     try:
-        code: int = args.handler(args)
+        with cli_logging(progress=args.command == "worker" and not args.quiet):
+            code: int = args.handler(args)
     except (TaskFileError, InputFileError, ConfigError) as exc:
         print(f"agentcore: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -169,6 +169,10 @@ class LoopConfig:
     max_tool_errors: int = attrs.field(default=3, validator=int_at_least(0))
     """Invalid tool calls tolerated per run; one more aborts. A model that gets three
     explained errors in a row rarely recovers on the fourth."""
+    max_tool_failures: int | None = attrs.field(default=None, validator=optional_int_at_least(0))
+    """Failed tool calls (``ToolFailed``: the tool raised or timed out) tolerated per run; one
+    more ends it with ``Abort(TOOL_FAILURES)``. ``None`` (the default): no limit, each failure
+    is only reported to the model (and counted in ``Result.tool_failures``)."""
     max_output_retries: int = attrs.field(default=2, validator=int_at_least(0))
     """Repair turns allowed for an unusable final answer."""
     params: ModelParams = attrs.field(default=ModelParams(), validator=_check_params)
@@ -281,6 +285,7 @@ class LoopConfig:
         put(config, "parent_session_id", parent_session_id)
         put(config, "max_turns", self.max_turns)
         put(config, "max_tool_errors", self.max_tool_errors)
+        put(config, "max_tool_failures", self.max_tool_failures)
         put(config, "max_output_retries", self.max_output_retries)
         put(config, "params", self.params)
         put(config, "base_priority", self.base_priority)
@@ -303,6 +308,6 @@ class LoopConfig:
 
 _RUN_ID = attrs.fields(LoopConfig).run_id
 _PARENT_SESSION_ID = attrs.fields(LoopConfig).parent_session_id
-_FOR_RUN_FIELDS = 23  # the fields ``LoopConfig._for_run`` sets
+_FOR_RUN_FIELDS = 24  # the fields ``LoopConfig._for_run`` sets
 if len(attrs.fields(LoopConfig)) != _FOR_RUN_FIELDS:  # pragma: no cover - a maintenance guard
     raise InternalError("LoopConfig._for_run must set every field of LoopConfig")

@@ -200,6 +200,7 @@ class AbortKind(enum.Enum):
     BUDGET_EXHAUSTED = "budget_exhausted"  #: a usage budget ran out (``AbortReason.budget``)
     TRUNCATED = "truncated"  #: the final answer was cut by the token limit (``max_tokens``)
     TOOL_CALL_MISSING = "tool_call_missing"  #: ``tool_choice`` required a tool call; none came
+    TOOL_FAILURES = "tool_failures"  #: too many failed tool calls (``max_tool_failures``)
 
 
 @attrs.frozen

@@ -59,7 +59,11 @@ them, and a snapshot taken while a plan is outstanding restores to the same requ
 Budgets: every invalid tool call counts toward ``max_tool_errors``; the call that exceeds it
 ends the run with ``Abort(TOOL_ERRORS)`` (no ``CallTool`` of that reply is emitted). A tool
 that *ran* and failed (``ToolFailed``) is reported to the model as an error result but does
-not count: it is the tool's fault, not the model's.
+not count there: it is the tool's fault, not the model's. Such failures are counted apart, by
+tool and error type (:class:`~agentcore._core.results.ToolFailures`, kept in the snapshot and
+handed to the run's ``Result``); with ``config.max_tool_failures`` = N the failure that
+exceeds N ends the run at once with ``Abort(TOOL_FAILURES)`` (calls of the turn still
+outstanding are dropped, the results that arrived are in the transcript).
 
 Usage budgets (``config.limits``, see :mod:`agentcore._core.budgets`): before each model
 request (the first one included) the loop checks the run's requests and tokens so far, and
@@ -127,6 +131,7 @@ from .messages import (
     Usage,
     UserMessage,
 )
+from .results import NO_TOOL_FAILURES, ToolFailures
 from .schema import ValidationFailed, loads_json, parse_json_text, structure
 from .validators import nonempty_str, optional_nonempty_str
 
@@ -227,6 +232,8 @@ class LoopSnapshot:
     """Text of final answers cut by the token limit, awaiting a ``continue`` turn."""
     truncated_replies: int = 0
     missing_tool_calls: int = 0
+    tool_failures: ToolFailures = NO_TOOL_FAILURES
+    """Tool calls that failed so far (``ToolFailed``), by tool and error type."""
 
 
 @attrs.frozen
@@ -248,6 +255,8 @@ class LoopStatistics:
     """Replies cut by the token limit (``finish_reason == "length"``), tool turns included."""
     missing_tool_calls: int = 0
     """Replies without the tool call that ``tool_choice`` required."""
+    tool_failures: int = 0
+    """Tool calls answered ``ToolFailed`` so far (what ``max_tool_failures`` bounds)."""
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -334,6 +343,7 @@ class AgentLoop:
         "_state",
         "_tool_calls",
         "_tool_errors",
+        "_tool_failures",
         "_tool_turns",
         "_transcript",
         "_truncated",
@@ -409,6 +419,7 @@ class AgentLoop:
         self._partial = ""
         self._truncated = 0
         self._missing_tool_calls = 0
+        self._tool_failures = NO_TOOL_FAILURES
 
     # ------------------------------------------------------------------ public surface
 
@@ -445,6 +456,11 @@ class AgentLoop:
         return tuple(self._transcript)
 
     @property
+    def tool_failures(self) -> ToolFailures:
+        """The run's failed tool calls so far, by tool and error type."""
+        return self._tool_failures
+
+    @property
     def usage(self) -> Usage:
         """Token usage summed over the replies so far."""
         return Usage(self._prompt_tokens, self._completion_tokens, self._cached_tokens)
@@ -463,6 +479,7 @@ class AgentLoop:
             self._plans,
             self._truncated,
             self._missing_tool_calls,
+            self._tool_failures.total,
         )
 
     def start(self) -> tuple[Effect, ...]:
@@ -503,9 +520,7 @@ class AgentLoop:
             elif type(event) is ToolReturned:
                 effects = self._on_tool_result(event, event.call_id, event.content, is_error=False)
             elif type(event) is ToolFailed:
-                error = event.error
-                content = f"Error: the tool failed ({error.type}): {error.message}"
-                effects = self._on_tool_result(event, event.call_id, content, is_error=True)
+                effects = self._on_tool_failed(event)
             elif type(event) is ModelFailed:
                 effects = self._on_model_failed(event)
             else:
@@ -570,6 +585,7 @@ class AgentLoop:
             partial=self._partial,
             truncated_replies=self._truncated,
             missing_tool_calls=self._missing_tool_calls,
+            tool_failures=self._tool_failures,
         )
 
     @classmethod
@@ -624,6 +640,7 @@ class AgentLoop:
         loop._partial = snapshot.partial
         loop._truncated = snapshot.truncated_replies
         loop._missing_tool_calls = snapshot.missing_tool_calls
+        loop._tool_failures = snapshot.tool_failures
         if snapshot.state is RunState.AWAITING_TOOLS:
             last = snapshot.transcript[-1] if snapshot.transcript else None
             if not isinstance(last, AssistantMessage) or len(last.tool_calls) != len(
@@ -847,6 +864,28 @@ class AgentLoop:
         self._calls = ()
         self._results = _NO_RESULTS
         return self._next_after_tools()
+
+    def _on_tool_failed(self, event: ToolFailed) -> tuple[Effect, ...]:
+        error = event.error
+        content = f"Error: the tool failed ({error.type}): {error.message}"
+        index = self._pending.get(event.call_id)
+        if index is not None:  # else ``_on_tool_result`` reports the illegal event
+            failures = self._tool_failures = self._tool_failures.added(
+                self._calls[index].name, error
+            )
+            limit = self._config.max_tool_failures
+            if limit is not None and failures.total > limit:
+                del self._pending[event.call_id]
+                self._results[index] = ToolMessage(
+                    event.call_id, self._calls[index].name, content, True
+                )
+                return self._abort(
+                    AbortKind.TOOL_FAILURES,
+                    f"{failures.total} tool calls failed, more than max_tool_failures={limit}: "
+                    f"{failures.describe()}",
+                    self._transcript_with_results(),
+                )
+        return self._on_tool_result(event, event.call_id, content, is_error=True)
 
     def _next_after_tools(self) -> tuple[Effect, ...]:
         config = self._config

@@ -87,4 +87,6 @@ def task_fingerprint(task: Task) -> str:
         "budgets": [task.max_turns, task.max_tool_errors, task.max_output_retries],
         "params": json_value(task.params),
     }
+    if task.max_tool_failures is not None:  # absent when unset: older fingerprints still hold
+        value["max_tool_failures"] = task.max_tool_failures
     return hashlib.sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]

@@ -83,6 +83,8 @@ async def tool_call(
             now - started,
             now,
             report.calls,
+            report.exception,
+            report.failures,
         )
     )
     return event
@@ -104,6 +106,8 @@ def tool_failed(
             now - started,
             now,
             report.calls,
+            report.exception,
+            report.failures,
         )
     )
 

@@ -380,6 +380,7 @@ class Runner:
             timings=timings,
             turns=run.turns,
             served_by=() if run.served_by is None else tuple(run.served_by),
+            tool_failures=run.loop.tool_failures,
         )
 
     def refused(self, loop: AgentLoop, index: int, exceeded: BudgetExceeded) -> Result:

@@ -14,10 +14,16 @@ records (the table in :mod:`agentcore._observe.log`). It joins a run's sink in t
   the driver builds those events anyway and hands them to :func:`failure_sink`, which is the
   run's sink or, when it has none, this one.
 
+Failed tool executions are bounded by :attr:`ToolEnded.failures` (the tool's failed executions
+so far in its driver): the first :data:`TRACEBACKS_LOGGED` of each tool are logged at WARNING
+with the run and the traceback, then only the 10th, 100th, 1000th... (at WARNING, one line
+each, no traceback), the others at DEBUG; a batch of 10,000 failing calls writes seven
+warnings, and every failure is still counted in its run's ``Result.tool_failures``.
+
 Each record's fields are also given as ``extra=`` (``run``, ``request_id``, ``attempt``,
 ``error_kind``, ``status``, ``wait``, ``latency``, ``ttft``, ``tool``, ``error_type``,
-``duration``, ``reason``) for structured formatters. It keeps the start of the attempts in
-flight (for their latency), bounded by :data:`_STARTS_KEPT`.
+``duration``, ``reason``, ``failures``) for structured formatters. It keeps the start of the
+attempts in flight (for their latency), bounded by :data:`_STARTS_KEPT`.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .._core.events import ModelError
+from .._core.events import ModelError, ToolError
 from .log import DRIVER, TOOLS
 from .steps import (
     ModelReplied,
@@ -39,13 +45,22 @@ from .steps import (
     tee,
 )
 
-__all__ = ["LOGS", "LogSink", "failure_sink", "run_sink"]
+__all__ = ["LOGS", "TRACEBACKS_LOGGED", "LogSink", "failure_sink", "run_sink"]
 
 _DEBUG, _INFO, _WARNING = logging.DEBUG, logging.INFO, logging.WARNING
 _STARTS_KEPT = 4096
 """Attempt starts kept for the latency field (a cancelled attempt never reports its end)."""
 _NOT_EXECUTED = frozenset({"invalid_arguments", "unknown_tool", "cancelled"})
 """Tool errors that are no execution's failure (nothing ran, or the caller left)."""
+TRACEBACKS_LOGGED = 3
+"""Failed executions of each tool (per driver) logged at WARNING with their traceback."""
+
+
+def _milestone(n: int) -> bool:
+    """Whether the ``n``-th failure is a power of ten (10, 100, 1000...)."""
+    while n >= 10 and n % 10 == 0:
+        n //= 10
+    return n == 1
 
 
 def _fields(run: int | None, request_id: str, attempt: int, error: ModelError | None) -> Any:
@@ -136,22 +151,52 @@ class LogSink:
             return  # the execution it shared (or the cache) is reported by its own call
         error = event.error
         extra = {"run": event.run, "tool": event.tool, "duration": event.duration}
-        if error is not None and error.type not in _NOT_EXECUTED and TOOLS.isEnabledFor(_WARNING):
-            if error.type == "timeout":
-                TOOLS.warning("%s", error.message, extra={**extra, "error_type": "timeout"})
-            else:
-                TOOLS.warning(
-                    "tool %s raised %s: %s",
-                    event.tool,
-                    error.type,
-                    error.message,
-                    extra={**extra, "error_type": error.type},
-                )
+        if error is not None and error.type not in _NOT_EXECUTED:
+            _tool_failed(event, error, extra)
         if TOOLS.isEnabledFor(_DEBUG):
             TOOLS.debug("tool %s ran %.3f s", event.tool, event.duration, extra=extra)
 
     async def settle(self) -> None:
         pass
+
+
+def _tool_failed(event: ToolEnded, error: ToolError, extra: dict[str, Any]) -> None:
+    """Log a failed execution: with its traceback while the tool has failed at most
+    :data:`TRACEBACKS_LOGGED` times (0: not counted, an event made elsewhere), then one line
+    at each power of ten, else at DEBUG."""
+    n = event.failures
+    first = n <= TRACEBACKS_LOGGED
+    level = _WARNING if first or _milestone(n) else _DEBUG
+    if not TOOLS.isEnabledFor(level):
+        return
+    extra = {**extra, "error_type": error.type, "failures": n}
+    what = error.message if error.type == "timeout" else f"{error.type}: {error.message}"
+    if first:
+        later = (
+            "; its later failures are logged at DEBUG (and its 10th, 100th... at WARNING)"
+            if n == TRACEBACKS_LOGGED
+            else ""
+        )
+        TOOLS.log(
+            level,
+            "run %s: tool %s failed: %s%s",
+            event.run,
+            event.tool,
+            what,
+            later,
+            exc_info=event.exception,
+            extra=extra,
+        )
+    else:
+        TOOLS.log(
+            level,
+            "run %s: tool %s failed: %s (failure %d of this tool; see Result.tool_failures)",
+            event.run,
+            event.tool,
+            what,
+            n,
+            extra=extra,
+        )
 
 
 LOGS = LogSink()

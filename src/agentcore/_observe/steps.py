@@ -219,6 +219,12 @@ class ToolEnded:
     calls: int = 1
     """The calls the execution answered (``source`` ``"executed"``: itself and the calls that
     joined it), else 1."""
+    exception: BaseException | None = attrs.field(default=None, eq=False, repr=False)
+    """For the call that ran a failed execution: what the tool raised, with its traceback
+    (``None`` for a timeout, and for every other call)."""
+    failures: int = 0
+    """For the call that ran a failed execution: the tool's failed executions so far in the
+    driver, this one included (0 for every other call); the log lines are bounded by it."""
 
     @property
     def failed(self) -> bool:

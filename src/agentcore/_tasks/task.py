@@ -118,6 +118,10 @@ class Task(Generic[T]):
     max_turns: int = 6
     max_tool_errors: int = 3
     max_output_retries: int = 2
+    max_tool_failures: int | None = None
+    """Failed tool calls (the tool raised or timed out) tolerated per agent; one more ends
+    the agent ``failed`` with ``AbortKind.TOOL_FAILURES``. ``None``: no limit (each failure
+    is told to the model and counted in ``Result.tool_failures``)."""
     params: ModelParams = ModelParams()
     """Sampling parameters of every request."""
     expected_output_tokens: int | None = None
@@ -165,6 +169,7 @@ class Task(Generic[T]):
             max_turns=self.max_turns,
             max_tool_errors=self.max_tool_errors,
             max_output_retries=self.max_output_retries,
+            max_tool_failures=self.max_tool_failures,
             params=self.params,
             expected_output_tokens=self.expected_output_tokens,
             limits=self.limits,

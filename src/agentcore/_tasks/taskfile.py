@@ -56,6 +56,7 @@ _KEYS = {
     "max_turns",
     "max_tool_errors",
     "max_output_retries",
+    "max_tool_failures",
     "expected_output_tokens",
     "planning_interval",
     "final_instruction",
@@ -186,6 +187,7 @@ def load_task(path: str | Path) -> Task[Any]:
             "max_turns",
             "max_tool_errors",
             "max_output_retries",
+            "max_tool_failures",
             "expected_output_tokens",
             "planning_interval",
         )

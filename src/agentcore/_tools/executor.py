@@ -46,7 +46,10 @@ One executor serves every agent of a driver. ``call(effect)`` goes through these
 6. *Outcome.* A return value becomes text (:func:`encode_result`); an ``Exception`` becomes
    ``ToolError(type(exc).__name__, str(exc))``; a timeout becomes ``ToolError("timeout", ...)``.
    ``BaseException`` (``trio.Cancelled``, ``KeyboardInterrupt``) is never caught, and a failing
-   tool never disturbs other executions or the executor.
+   tool never disturbs other executions or the executor. A failed execution also tells the
+   call that ran it (its :class:`CallReport`) the exception, with its traceback, and how many
+   executions of the tool have failed so far, this one included: the log lines are bounded
+   by that count (:mod:`agentcore._observe.log_sink`).
 """
 
 from __future__ import annotations
@@ -85,8 +88,23 @@ DEFAULT_THREAD_LIMIT = 16
 DEFAULT_CACHE_SIZE = 10_000
 """Cached tool results kept at most, over all tools (the least recently used goes first)."""
 
-_Outcome = str | ToolError
-"""Text for the model on success, a ``ToolError`` otherwise."""
+
+class _Failed:
+    """The outcome of an execution that raised or timed out."""
+
+    __slots__ = ("error", "exception", "failures")
+
+    def __init__(self, error: ToolError, exception: Exception | None, failures: int) -> None:
+        self.error = error
+        self.exception = exception
+        """What the tool raised (``None`` for a timeout)."""
+        self.failures = failures
+        """Failed executions of the tool so far, this one included."""
+
+
+_Outcome = str | ToolError | _Failed
+"""Text for the model on success; a ``ToolError`` for a call that did not run (unknown tool,
+invalid arguments, cancelled), a :class:`_Failed` for an execution that failed."""
 
 _SCALARS = (str, int, bool)
 
@@ -241,7 +259,7 @@ class CallReport:
     """How one call got its outcome: filled in by :meth:`ToolExecutor.call` when given one
     (the driver passes one to report the call as a step event)."""
 
-    __slots__ = ("calls", "source")
+    __slots__ = ("calls", "exception", "failures", "source")
 
     def __init__(self) -> None:
         self.source: Literal["executed", "coalesced", "cached"] = "executed"
@@ -249,6 +267,12 @@ class CallReport:
         ``"cached"``: the result cache."""
         self.calls = 1
         """The calls the execution answered (its waiters; 1 for an execution of its own)."""
+        self.exception: Exception | None = None
+        """For the call that ran a failed execution: what the tool raised (``None`` for a
+        timeout, and for every other call)."""
+        self.failures = 0
+        """For the call that ran a failed execution: the tool's failed executions so far in
+        this executor, this one included (0 for every other call)."""
 
 
 class _Flight:
@@ -284,10 +308,16 @@ class _CacheEntry:
     expires: float  # trio time; math.inf for no ttl
 
 
-def _reply(call_id: str, outcome: _Outcome) -> ToolReturned | ToolFailed:
-    if isinstance(outcome, ToolError):
-        return ToolFailed(call_id, outcome)
-    return ToolReturned(call_id, outcome)
+def _reply(call_id: str, outcome: _Outcome, report: CallReport | None) -> ToolReturned | ToolFailed:
+    if isinstance(outcome, str):
+        return ToolReturned(call_id, outcome)
+    if type(outcome) is _Failed:
+        if report is not None and report.source == "executed":
+            report.exception = outcome.exception
+            report.failures = outcome.failures
+        return ToolFailed(call_id, outcome.error)
+    assert isinstance(outcome, ToolError)
+    return ToolFailed(call_id, outcome)
 
 
 @final
@@ -398,7 +428,8 @@ class ToolExecutor:
         else:
             key = self._key(tool, raw, arguments)
         if key is None:
-            return _reply(effect.call_id, await self._execute(tool, arguments, run_context))
+            outcome = await self._execute(tool, arguments, run_context)
+            return _reply(effect.call_id, outcome, report)
         if tool.options.cache:
             content = self._cached(key)
             if content is not None:
@@ -410,6 +441,7 @@ class ToolExecutor:
         return _reply(
             effect.call_id,
             await self._wait_for_flight(tool, key, arguments, run_context, report),
+            report,
         )
 
     def statistics(self) -> ToolExecutorStatistics:
@@ -563,10 +595,12 @@ class ToolExecutor:
                 return encode_result(await self._invoke(tool, arguments, context))
             counters.timeouts += 1
             counters.failures += 1
-            return ToolError("timeout", f"tool {tool.name!r} did not finish within {timeout:g} s")
+            message = f"tool {tool.name!r} did not finish within {timeout:g} s"
+            return _Failed(ToolError("timeout", message), None, counters.failures)
         except Exception as exc:  # a failing tool is reported to the model, never raised
             counters.failures += 1
-            return ToolError(type(exc).__name__, str(exc) or type(exc).__name__)
+            error = ToolError(type(exc).__name__, str(exc) or type(exc).__name__)
+            return _Failed(error, exc, counters.failures)
         finally:
             counters.running -= 1
             counters.execution_time += trio.current_time() - started

@@ -1,0 +1,54 @@
+"""The command line's logging: agentcore's warnings, and a worker's progress, on stderr.
+
+The library itself stays silent unless the application configures logging (the ``agentcore``
+logger has only a ``NullHandler``). The command line is an application: while a command runs,
+:func:`cli_logging` hangs a handler on the ``agentcore`` logger that writes each record at
+WARNING and above (a failed tool call with its traceback, a request failed for good) to the
+current ``sys.stderr`` as ``agentcore: warning: ...``, and for ``agentcore worker`` also the
+INFO lines of ``agentcore.distributed`` (its start, progress and end). Both are taken off
+again when the command returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+__all__ = ["cli_logging"]
+
+
+class _Stderr(logging.Handler):
+    """Writes to ``sys.stderr`` as it is when the record comes (tests replace it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(self.format(record) + "\n")
+            sys.stderr.flush()
+        except Exception:  # logging must never take the command down
+            self.handleError(record)
+
+
+class _Prefixed(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return f"agentcore: {record.levelname.lower()}: {super().format(record)}"
+
+
+@contextmanager
+def cli_logging(*, progress: bool) -> Iterator[None]:
+    """Show agentcore's WARNING records on stderr while the block runs; with ``progress``,
+    also the INFO records of ``agentcore.distributed``."""
+    root = logging.getLogger("agentcore")
+    handler = _Stderr()
+    handler.setFormatter(_Prefixed("%(message)s"))
+    root.addHandler(handler)
+    distributed = logging.getLogger("agentcore.distributed")
+    level = distributed.level
+    if progress:
+        distributed.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        distributed.setLevel(level)

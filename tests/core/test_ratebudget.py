@@ -121,6 +121,24 @@ def test_a_penalty_holds_back_every_reservation() -> None:
     assert budget.ready_at(6.5, 10) == 6.5
 
 
+@given(
+    st.floats(0.0, 100.0),
+    st.floats(0.001, 60.0),
+    st.floats(0.0, 200.0),
+)
+def test_a_hold_stops_even_what_was_admitted_before_it(
+    start: float, retry_after: float, later: float
+) -> None:
+    budget = RateBudget(requests_per_minute=1_000)
+    assert budget.ready_at(start, 10) == start  # admitted
+    budget.take(start, 10)
+    assert not budget.held(start)
+    budget.penalize(start, retry_after)
+    # Whatever was admitted before, nothing may be sent until the hold is over.
+    now = start + later
+    assert budget.held(now) == (now < start + retry_after)
+
+
 def test_limits_are_learned_from_headers_and_the_lower_one_applies() -> None:
     budget = RateBudget(tokens_per_minute=10_000)
     assert budget.limits == (None, 10_000)

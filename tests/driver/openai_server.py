@@ -28,6 +28,8 @@ class Reply:
     frame_delay: float = 0.0
     cut_after: int | None = None
     """Close the connection after this many frames (a truncated stream)."""
+    delay: float = 0.0
+    """Seconds (trio time) the server waits before answering."""
 
 
 def completion(
@@ -149,6 +151,8 @@ async def _exchange(
             n = len(server.requests)
             server.requests.append(request)
             reply = respond(request, n)
+            if reply.delay:
+                await trio.sleep(reply.delay)
             if reply.frames is None:
                 headers = [*reply.headers, ("content-length", str(len(reply.body)))]
                 await stream.send_all(

@@ -15,7 +15,9 @@ keeping the same buckets therefore admits every request sent at its ready time. 
 serves its waiters in arrival order and only the first of them sleeps, until that time or
 until the budget changes, whichever comes first: a thousand waiting agents cost one timer,
 and an estimate corrected downwards lets the line move sooner. After a 429,
-:meth:`RateBudget.penalize` (with the server's ``retry-after``) holds every request back.
+:meth:`RateBudget.penalize` (with the server's ``retry-after``) holds every request back:
+:meth:`RateBudget.held` says so to a request that was admitted before the hold began and is
+about to be sent, which must then wait again.
 
 Correction. Once the reply is in, :meth:`RateBudget.settle` gives back (or takes more of) the
 difference between the estimate and the tokens actually used. A reservation whose request was
@@ -202,6 +204,11 @@ class RateBudget:
         """The server refused a request for its rate limit: send nothing for ``retry_after``."""
         if retry_after > 0 and math.isfinite(retry_after):
             self.blocked_until = max(self.blocked_until, now + retry_after)
+
+    def held(self, now: float) -> bool:
+        """Whether a hold set by :meth:`penalize` is in force at ``now``: nothing may be sent,
+        whatever was reserved before it began."""
+        return now < self.blocked_until
 
     def observe(self, now: float, observation: RateObservation) -> None:
         """Learn the limits and what remains from a reply's headers."""

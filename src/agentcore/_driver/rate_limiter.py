@@ -12,7 +12,9 @@ it then re-checks, takes its tokens and hands the front of the line to the next 
 cancelled waiter leaves the line (handing the front on if it held it). The reply corrects the
 reservation with its usage, teaches the budget what its headers said, and a 429 refunds the
 reservation and, from an API with known limits, holds every sender back for the server's
-``retry-after``.
+``retry-after``. The hold also stops what was admitted before it began: an attempt that
+reserved budget and then waited for an inference slot asks :meth:`RateLimiter.may_send` once
+it holds the slot, just before it is written, and goes back to the line if a hold began.
 
 With no limit configured and none learned from headers yet, a reservation costs a few
 attribute reads and never waits.
@@ -140,6 +142,16 @@ class RateLimiter:
         """The budget changed: the front waiter re-checks."""
         self._changed.set()
         self._changed = trio.Event()
+
+    def may_send(self, reservation: Reservation | None) -> bool:
+        """Whether an attempt charged ``reservation`` (``None``: sent blind, no limit known
+        when it queued) may be written now, after its waits: not while a 429's hold is in
+        force, and not uncharged once a limit is known. If not, give the charge back
+        (:meth:`unsent`) and :meth:`reserve` again, holding no slot."""
+        budget = self.budget
+        if not budget.limited:
+            return True
+        return reservation is not None and not budget.held(trio.current_time())
 
     def unsent(self, reservation: Reservation | None) -> None:
         """The attempt was cancelled before it was sent: give its charge back."""

@@ -258,11 +258,14 @@ class ModelRequests:
                 except BaseException:
                     rates.unsent(reservation)
                     raise
-            if reservation is None and rates.budget.limited:
-                # Limits became known (a reply's headers, a 429) while this request queued
-                # for its slot: give the slot back and wait for budget first, holding none.
+            if not rates.may_send(reservation):
+                # After every wait, just before the request is written (whichever way it
+                # queued: in this task, parked in the line, started inline): a 429's hold
+                # began, or limits became known, while it queued for its slot. Give the slot
+                # and the charge back and wait for budget first, holding no slot.
                 given_back += slot.wait
                 self._limiter.release(slot)
+                rates.unsent(reservation)
                 continue
             if reservation is None:
                 rates.blind += 1  # sent before any limit is known

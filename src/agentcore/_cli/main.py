@@ -27,7 +27,7 @@ from .._codecs.values import json_value
 from .._core.errors import ConfigError
 from .._core.results import NO_TOOL_FAILURES, Result
 from .._driver.open import open_driver
-from .._driver.stats import DriverStatistics
+from .._driver.stats import TURN_BUCKETS, DriverStatistics
 from .._observe.render import render_timeline
 from .._sim import SimConfig, run_sim_server
 from .._tasks.batch import BATCH_SLOT_POLICY, new_batch_id, open_batch
@@ -212,6 +212,7 @@ def summary_table(stats: DriverStatistics, results: Sequence[Result]) -> str:
             "prompt tokens",
             f"{stats.prompt_tokens} ({stats.cached_tokens} cached, {_pct(stats.cached_ratio)})",
         ),
+        *_cache_by_turn_rows(stats),
         ("completion tokens", str(stats.completion_tokens)),
         (
             "tool calls",
@@ -224,6 +225,18 @@ def summary_table(stats: DriverStatistics, results: Sequence[Result]) -> str:
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"  {k.ljust(width)}  {v}" for k, v in rows)
+
+
+def _cache_by_turn_rows(stats: DriverStatistics) -> list[tuple[str, str]]:
+    """The summary's per-turn cache-hit row (cached / prompt tokens of each turn), when the
+    server reported cached tokens."""
+    turns = stats.cache_by_turn
+    if not turns:
+        return []
+    last = TURN_BUCKETS - 1
+    cells = [f"{t.turn + 1}{'+' if t.turn == last else ''}: {_pct(t.ratio)}" for t in turns[:8]]
+    more = " · ..." if len(turns) > 8 else ""
+    return [("cached by turn", " · ".join(cells) + more)]
 
 
 def _usd(value: float | None) -> str:

@@ -408,4 +408,5 @@ class Driver:
             served_by=dict(requests.served_by),
             rates=self._rates.statistics(),
             cost=None if self.cost is None else self.cost.report(),
+            cache_by_turn=requests.cache_by_turn(),
         )

@@ -350,6 +350,7 @@ class ModelRequests:
         ttft: float | None,
     ) -> None:
         usage = event.usage if isinstance(event, ModelResponded) else Usage()
+        self.stats.add_turn(call.hints.turn, usage.prompt_tokens, usage.cached_tokens)
         self.stats.add(
             (
                 call.request_id,

@@ -33,6 +33,8 @@ __all__ = [
     "RequestStats",
     "RequestTotals",
     "Summary",
+    "TURN_BUCKETS",
+    "TurnCache",
     "percentile",
 ]
 
@@ -192,6 +194,28 @@ class RequestStats:
     """The reply's finish reason (``stop``, ``tool_calls``, ``length``...), when it said."""
 
 
+TURN_BUCKETS = 16
+"""Turns the per-turn cache counters keep apart; later turns share the last bucket."""
+
+
+@attrs.frozen
+class TurnCache:
+    """The prefix cache as seen by the requests of one turn index (0 = every run's first)."""
+
+    turn: int
+    """0-based request index within a run; the last bucket (``TURN_BUCKETS - 1``) also holds
+    every later turn."""
+    requests: int
+    """Requests of this turn whose reply said how many prompt tokens were cached."""
+    prompt_tokens: int
+    cached_tokens: int
+
+    @property
+    def ratio(self) -> float | None:
+        """Cached / prompt tokens (``None`` for no prompt tokens)."""
+        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else None
+
+
 _RequestFields = tuple[
     str, int | None, int, float, float, float, float | None, int, int, int | None,
     ErrorKind | None, str, str | None,
@@ -226,6 +250,28 @@ class RequestTotals:
         """Successful requests per backend name (model fallback only)."""
         self.truncated = 0
         """Replies cut by the token limit (``finish_reason == "length"``)."""
+        self._turns: list[list[int]] = []
+        """Per turn index: requests, prompt tokens, cached tokens (known counts only)."""
+
+    def add_turn(self, turn: int, prompt_tokens: int, cached_tokens: int | None) -> None:
+        """Count a reply of turn ``turn`` in the per-turn cache counters (ignored when the
+        server did not say how many prompt tokens were cached)."""
+        if cached_tokens is None:
+            return
+        bucket = min(max(turn, 0), TURN_BUCKETS - 1)
+        turns = self._turns
+        while len(turns) <= bucket:
+            turns.append([0, 0, 0])
+        counts = turns[bucket]
+        counts[0] += 1
+        counts[1] += prompt_tokens
+        counts[2] += cached_tokens
+
+    def cache_by_turn(self) -> tuple[TurnCache, ...]:
+        """The per-turn cache counters, turn 0 first (turns no reply reported are left out)."""
+        return tuple(
+            TurnCache(turn, *counts) for turn, counts in enumerate(self._turns) if counts[0]
+        )
 
     @property
     def recent(self) -> tuple[RequestStats, ...]:
@@ -306,3 +352,8 @@ class DriverStatistics:
     cost: CostReport | None = None
     """Tokens per service tier, their cost and the saving against the standard tier
     (``None`` unless the driver was given a service tier or prices: ``docs/batch.md``)."""
+    cache_by_turn: tuple[TurnCache, ...] = ()
+    """The prefix cache per turn index (cached / prompt tokens of every run's first request,
+    second request...): from the second turn on, a server with prefix caching should report
+    nearly all of a request's prompt cached (its history is the previous request's prompt and
+    reply, replayed byte for byte)."""

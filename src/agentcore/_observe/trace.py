@@ -270,6 +270,9 @@ class TraceWriter:
             args["completion_tokens"] = usage.completion_tokens
             ttft = end.ttft
             if ttft is not None:
+            if usage.cached_tokens is not None and usage.prompt_tokens:
+                # The turn's cache-hit ratio (the slice's name carries the turn).
+                args["cache_hit"] = round(usage.cached_tokens / usage.prompt_tokens, 4)
                 args["ttft_ms"] = round(ttft * 1e3, 3)
         else:
             error = end.error

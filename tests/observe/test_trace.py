@@ -91,7 +91,7 @@ def test_trace_has_one_track_per_slot_and_every_attempt_tool_execution_and_resul
     assert sum(e["args"]["waiters"] for e in executions) == stats.tool_calls
     assert any(e["args"]["waiters"] > 1 for e in executions)
     # Every agent's end, and the final counts.
-    ends = [e for e in events if e["ph"] == "i"]
+    ends = [e for e in events if e["ph"] == "i" and e["pid"] == 4]  # the agents' ends
     assert sorted(e["args"]["agent"] for e in ends) == list(range(24))
     finals = [e for e in events if e["ph"] == "C" and e["name"] == "results"]
     assert finals[-1]["args"] == {"ok": 24, "failed": 0, "cancelled": 0}
@@ -276,7 +276,7 @@ def test_a_watched_run_has_its_end_event_in_the_trace(tmp_path: Path) -> None:
 
     watched, ran = trio.run(main)
     assert (watched.status, ran.status) == ("ok", "ok")
-    ends = [e for e in _events(trace) if e["ph"] == "i"]
+    ends = [e for e in _events(trace) if e["ph"] == "i" and e["pid"] == 4]
     assert [e["args"]["status"] for e in ends] == ["ok", "ok"]  # the watched run's end too
     assert ends[0]["args"]["turns"] == watched.turns
     finals = [e for e in _events(trace) if e["ph"] == "C" and e["name"] == "results"]

@@ -9,7 +9,10 @@ fixed number of time bins.
 From top to bottom: a summary line; one row per inference slot (each attempt coloured by its
 agent, a dark tick at the first token of a streamed reply, errors in red, cancelled attempts
 grey); slot utilisation over time (share of slots busy, filled) with the number of requests
-waiting for a slot (line); tool executions (label ``tool (W calls)`` when shared); back-offs.
+waiting for a slot (line); tool executions (label ``tool (W calls)`` when shared); the tool
+calls answered without an execution of their own, from the cache or by joining a shared
+execution (stacked bars per time bin, from the trace's instant events); back-offs. The summary
+line counts every tool call: executions, calls that shared one, calls from the cache.
 Hovering a shape in a browser shows its details (SVG ``<title>``).
 """
 
@@ -34,6 +37,9 @@ _BINS = 400
 _SLOT_H = 16
 _SMALL_H = 13
 _CHART_H = 90
+_ANSWERED_H = 40
+_CACHED = "#59a14f"
+_SHARED = "#76b7b2"
 _ERROR = "#d62728"
 _MERGED = "#8da0b8"
 _FONT = "font-family='DejaVu Sans, Helvetica, Arial, sans-serif'"
@@ -114,6 +120,8 @@ def _draw(path: str | os.PathLike[str], scan: dict[str, Any]) -> str:
     bin_us = end_us / _BINS
     ticks: list[tuple[float, int]] = []
     attempts = failed = cancelled_attempts = executions = shared_calls = backoffs = 0
+    cached_bins = [0] * _BINS  # calls answered from the cache, per time bin
+    shared_bins = [0] * _BINS  # calls that joined a shared execution, per time bin
     results: dict[str, int] = {}
     slot_busy_us = 0.0
     for event in read_trace(path):
@@ -125,6 +133,14 @@ def _draw(path: str | os.PathLike[str], scan: dict[str, Any]) -> str:
                 waiting[b] = max(waiting[b], int(args.get("waiting", 0)))
             elif event.get("name") == "results":
                 results = {k: int(v) for k, v in args.items()}
+            continue
+        if ph == "i" and pid == TOOLS_PID:
+            b = min(_BINS - 1, int(float(event["ts"]) / bin_us))
+            source = event.get("args", {}).get("source")
+            if source == "cached":
+                cached_bins[b] += 1
+            elif source == "coalesced":
+                shared_bins[b] += 1
             continue
         if ph != "X" or pid not in rows:
             continue
@@ -180,11 +196,15 @@ def _draw(path: str | os.PathLike[str], scan: dict[str, Any]) -> str:
     n_slots = lanes[SLOTS_PID]
     util = slot_busy_us / (n_slots * end_us) if n_slots else 0.0
     done = ", ".join(f"{v} {k}" for k, v in results.items() if v) or "no agent finished"
+    cached, joined = sum(cached_bins), sum(shared_bins)
+    if not joined:
+        joined = shared_calls  # a trace without the instants (older agentcore)
     summary = (
         f"{sum(results.values())} agents ({done}) · {end_us / 1e6:.2f} s · "
         f"{attempts} model attempts on {n_slots} slots ({failed} failed) · "
-        f"slot utilisation {100 * util:.0f}% · {executions} tool executions "
-        f"({shared_calls} calls shared one) · {backoffs} back-offs"
+        f"slot utilisation {100 * util:.0f}% · {executions + joined + cached} tool calls: "
+        f"{executions} executions, {joined} shared one, {cached} from the cache · "
+        f"{backoffs} back-offs"
     )
 
     out: list[str] = []
@@ -281,6 +301,33 @@ def _draw(path: str | os.PathLike[str], scan: dict[str, Any]) -> str:
         label("none", tools_top + 4, 9)
         y += 8
     y += 22
+    section("tool calls answered without an execution (from the cache, shared)", y - 8)
+    answered_top, answered_bottom = y, y + _ANSWERED_H
+    out.append(
+        f"<rect x='{_LEFT}' y='{answered_top}' width='{plot_w}' height='{_ANSWERED_H}' "
+        "fill='#f4f4f4'/>"
+    )
+    most = max((c + s for c, s in zip(cached_bins, shared_bins, strict=True)), default=0)
+    bar_w = plot_w / _BINS
+    for b in range(_BINS):
+        base = answered_bottom
+        for count, fill, what in (
+            (cached_bins[b], _CACHED, "from the cache"),
+            (shared_bins[b], _SHARED, "shared an execution"),
+        ):
+            if not count:
+                continue
+            h = max(1.0, count / most * _ANSWERED_H)
+            t0 = b * bin_us / 1e6
+            out.append(
+                f"<rect x='{_LEFT + b * bar_w:.2f}' y='{base - h:.1f}' width='{bar_w:.2f}' "
+                f"height='{h:.1f}' fill='{fill}'><title>{count} calls {what} "
+                f"({t0:.2f}-{t0 + bin_us / 1e6:.2f} s)</title></rect>"
+            )
+            base -= h
+    label(f"{cached} cached", answered_top + 14, 9)
+    label(f"{joined} shared", answered_top + 28, 9)
+    y = answered_bottom + 22
     section("back-offs (no slot held)", y - 8)
     backoff_top = y
     y = shapes(rows[BACKOFF_PID], y, _SMALL_H, False)
@@ -306,6 +353,8 @@ def _draw(path: str | os.PathLike[str], scan: dict[str, Any]) -> str:
     y += 30
     legend = [
         ("#4c78a8", "tool execution"),
+        (_CACHED, "call from the cache"),
+        (_SHARED, "call that shared an execution"),
         (_MERGED, "slices too short to draw apart"),
         ("#d62728", "failed attempt / tool error"),
         ("#bdbdbd", "cancelled"),

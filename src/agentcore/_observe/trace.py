@@ -22,7 +22,9 @@ Tracks (``pid``/``tid`` in the trace format):
 - *tool executions* (pid 2): one slice per execution (a ``ToolEnded`` whose ``source`` is
   ``"executed"``), named ``tool (W calls)`` when W calls shared it (coalesced waiters), on as
   many tracks as executions ran at once. A slice is written when it ends, on the lowest track
-  free since its start.
+  free since its start. A call answered without an execution of its own (``source``
+  ``"cached"`` or ``"coalesced"``) is an instant event on track 0 of the same process,
+  ``tool (cached)`` / ``tool (shared)``, when it got its answer.
 - *back-offs* (pid 3): a slice per back-off sleep between attempts (no slot held).
   An attempt still holding its slot when its run ends was cancelled: it is drawn grey.
 - counters (pid 4): slots in use, requests waiting for a slot, agents running, results.
@@ -108,6 +110,7 @@ class TraceWriter:
         self._backoffs = _Lanes()
         self._backoff_ends: list[tuple[float, int]] = []
         self._tool_ends: list[tuple[float, int]] = []
+        self._answered_named = False
         self._attempts: dict[tuple[int | None, str], tuple[RequestStarted, int]] = {}
         """The attempts holding a slot, with their track."""
         self._index: dict[int, int] = {}
@@ -267,12 +270,12 @@ class TraceWriter:
             usage = end.usage
             args["prompt_tokens"] = usage.prompt_tokens
             args["cached_tokens"] = usage.cached_tokens
-            args["completion_tokens"] = usage.completion_tokens
-            ttft = end.ttft
-            if ttft is not None:
             if usage.cached_tokens is not None and usage.prompt_tokens:
                 # The turn's cache-hit ratio (the slice's name carries the turn).
                 args["cache_hit"] = round(usage.cached_tokens / usage.prompt_tokens, 4)
+            args["completion_tokens"] = usage.completion_tokens
+            ttft = end.ttft
+            if ttft is not None:
                 args["ttft_ms"] = round(ttft * 1e3, 3)
         else:
             error = end.error
@@ -334,7 +337,31 @@ class TraceWriter:
 
     def _tool_ended(self, event: ToolEnded) -> None:
         if event.source != "executed":
-            return  # a call that shared an execution (or the cache) has no slice of its own
+            # A call answered by the cache or a shared execution: an instant, not a slice.
+            if not self._answered_named:
+                self._answered_named = True
+                self._emit(
+                    {
+                        "name": "thread_name",
+                        "ph": "M",
+                        "pid": TOOLS_PID,
+                        "tid": 0,
+                        "args": {"name": "answered without an execution"},
+                    }
+                )
+            label = "cached" if event.source == "cached" else "shared"
+            self._emit(
+                {
+                    "name": f"{event.tool} ({label})",
+                    "ph": "i",
+                    "s": "t",
+                    "ts": self._us(event.at),
+                    "pid": TOOLS_PID,
+                    "tid": 0,
+                    "args": {"tool": event.tool, "source": event.source, "run": event.run},
+                }
+            )
+            return
         started = event.at - event.duration
         used = self._tools.used
         lane = self._free_lane(self._tools, self._tool_ends, started, event.at)

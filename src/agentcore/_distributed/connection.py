@@ -3,11 +3,23 @@
 GLIDE multiplexes one connection per server: a blocking read holds up every other command on
 its client, so callers open one client for blocking reads and another for everything else
 (see ``/docs/distributed.md``). Every reply is normalised to ``str``/``int``/lists here.
+
+This is the only module that imports GLIDE, and it silences GLIDE's own logger when it first
+does (unless the application configured ``glide.Logger`` before): that logger writes
+coloured lines straight to the console, outside the ``logging`` module, and says ``timed
+out`` for a port that refused. What matters is said by agentcore instead, through its
+exceptions and the ``agentcore.distributed`` logger. Opening a connection first checks with a
+plain TCP connect that something listens at the address, so a wrong address fails within
+:data:`CONNECT_FOR` seconds with one error naming the address and the real cause
+(``Connection refused``).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
+import os
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -20,7 +32,14 @@ from .address import QueueAddress
 
 T = TypeVar("T")
 
-__all__ = ["Connection", "ServerError", "is_server_error", "open_connection", "retrying"]
+__all__ = [
+    "CONNECT_FOR",
+    "Connection",
+    "ServerError",
+    "is_server_error",
+    "open_connection",
+    "retrying",
+]
 
 _MISSING = (
     "distributed batches need the valkey-glide client: pip install 'trio-agentcore[distributed]'"
@@ -31,11 +50,22 @@ class ServerError(Exception):
     """A command failed at the server or on the way (connection lost, timeout)."""
 
 
+CONNECT_FOR = 1.0
+"""Seconds a new connection is tried for (a pause of 0.25 s between tries) before the server
+counts as unreachable: a server restarting on its port refuses for a moment, a wrong address
+refuses for good."""
+
+
+@functools.cache
 def _glide() -> Any:
+    """The ``glide`` module, its own logger silenced (imported once; a failed import is
+    tried again at the next call)."""
     try:
-        return importlib.import_module("glide")
+        glide = importlib.import_module("glide")
     except ImportError:
         raise ConfigError(_MISSING) from None
+    glide.Logger.init(glide.LogLevel.OFF)  # ``init`` keeps a configuration made before
+    return glide
 
 
 _TRANSIENT = ("loading", "busy", "masterdown", "tryagain", "clusterdown", "connection")
@@ -114,18 +144,38 @@ def _arg(value: str | int | bytes) -> str | bytes:
     return str(value) if isinstance(value, int) else value
 
 
+async def _unreachable(host: str, port: int, timeout: float) -> str | None:
+    """Why no TCP connection to ``host:port`` opens within ``timeout`` seconds (``None``: one
+    did, and was closed again)."""
+    with trio.move_on_after(timeout):
+        try:
+            stream = await trio.open_tcp_stream(host, port)
+        except OSError as exc:  # refused, no route, an unknown host name
+            causes = [exc, exc.__cause__, *getattr(exc.__cause__, "exceptions", ())]
+            for cause in causes:
+                if isinstance(cause, socket.gaierror):
+                    return f"unknown host ({cause.strerror})"
+                if isinstance(cause, OSError) and cause.errno:
+                    return os.strerror(cause.errno)
+            return str(exc)
+        await stream.aclose()
+        return None
+    return f"no answer within {timeout:g} s"
+
+
 @asynccontextmanager
 async def open_connection(
     address: QueueAddress,
     *,
     name: str = "agentcore",
     timeout_ms: int = 5000,
-    connect_for: float = 10.0,
+    connect_for: float = CONNECT_FOR,
 ) -> AsyncIterator[Connection]:
     """Open a client to ``address`` (trying for ``connect_for`` seconds); closed on exit.
 
     Raises:
-        ConfigError: valkey-glide is not installed, or the server cannot be reached.
+        ConfigError: valkey-glide is not installed, or the server cannot be reached (one
+            line naming the address and why, e.g. ``Connection refused``).
     """
     glide = _glide()
     config = glide.GlideClientConfiguration(
@@ -136,13 +186,20 @@ async def open_connection(
     # A server restarting (a crash, a failover) refuses connections for a moment: retry.
     deadline = trio.current_time() + connect_for
     while True:
-        try:
-            client = await glide.GlideClient.create(config)
-            break
-        except glide.GlideError as exc:
-            if trio.current_time() >= deadline:
-                raise ConfigError(f"cannot connect to {address.url}: {exc}") from None
-            await trio.sleep(0.25)
+        left = max(0.1, deadline - trio.current_time())
+        problem = await _unreachable(address.host, address.port, left)
+        if problem is None:
+            try:
+                client = await glide.GlideClient.create(config)
+                break
+            except glide.GlideError as exc:
+                problem = str(exc)
+        if trio.current_time() + 0.25 >= deadline:
+            raise ConfigError(
+                f"cannot connect to the Redis server at {address.host}:{address.port} "
+                f"({address.url}): {problem}"
+            )
+        await trio.sleep(0.25)
     try:
         yield Connection(client, glide)
     finally:

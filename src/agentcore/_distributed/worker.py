@@ -36,6 +36,10 @@ The blocking reader has its own client (a blocking read would hold up every othe
 a shared GLIDE connection) and reads at most as many entries as the worker has free step
 slots. It is never cancelled mid-read: on shutdown it lets its short ``BLOCK`` expire, then
 the steps in progress finish and the worker leaves.
+
+The worker says what it does on the ``agentcore.distributed`` logger (INFO): when it starts,
+every :data:`PROGRESS_EVERY` seconds while its counters move, and when it stops
+(``agentcore worker`` shows these lines on stderr).
 """
 
 from __future__ import annotations
@@ -74,6 +78,7 @@ from .._driver.driver import Driver
 
 # The one private import of the driver: the model client it would build, to wrap it.
 from .._driver.open import _open_client, open_driver
+from .._observe.log import DISTRIBUTED
 from .._tasks.results_file import ResultRecord
 from .._tasks.task import RenderError, Task, compile_job
 from .._transports.model_client import ModelClient
@@ -115,6 +120,10 @@ class WorkerStatistics:
     server_errors: int = 0
     """Commands that failed (connection lost, timeout) and were retried or abandoned."""
     consumers_removed: int = 0
+
+
+PROGRESS_EVERY = 10.0
+"""Seconds between a worker's progress lines (only while its counters move)."""
 
 
 def _consumer_name() -> str:
@@ -211,17 +220,54 @@ class _Worker:
     # ------------------------------------------------------------------ main loop
 
     async def run(self) -> None:
+        DISTRIBUTED.info(
+            "worker %s started on batch %s at %s:%d (%d steps at once, lease %g s)",
+            self.name,
+            self.address.batch,
+            self.address.host,
+            self.address.port,
+            self.concurrency,
+            self.lease,
+            extra={"worker": self.name, "batch": self.address.batch},
+        )
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             if self.heartbeat:
                 nursery.start_soon(self._heartbeat)
             nursery.start_soon(self._reclaimer)
+            nursery.start_soon(self._progress)
             await self._read()
             while self._inflight:
                 await self._wait_freed()
             with contextlib.suppress(Exception):
                 await self._flush_stats()  # best effort: the counters are statistics
             nursery.cancel_scope.cancel()
+        self._log_progress("stopped")
+
+    async def _progress(self) -> None:
+        shown = attrs.evolve(self.stats)
+        while True:
+            await trio.sleep(PROGRESS_EVERY)
+            if self.stats != shown:
+                shown = attrs.evolve(self.stats)
+                self._log_progress("progress")
+
+    def _log_progress(self, what: str) -> None:
+        stats = self.stats
+        DISTRIBUTED.info(
+            "worker %s %s: %d steps committed (%d model calls, %d tool executions), %d in "
+            "progress, %d reclaimed, %d abandoned, %d server errors",
+            self.name,
+            what,
+            stats.steps_committed,
+            stats.model_calls,
+            stats.tool_executions,
+            len(self._inflight),
+            stats.reclaimed,
+            stats.steps_abandoned,
+            stats.server_errors,
+            extra={"worker": self.name, "batch": self.address.batch},
+        )
 
     def stop(self) -> None:
         """Stop reading after the current short ``BLOCK``; finish the steps in progress."""
@@ -335,7 +381,9 @@ class _Worker:
             await self._commit(entry_id, agent, step, "next", checkpoint)
         else:
             turns = loop.statistics().model_calls
-            record = ResultRecord.of_end(index, end, turns, clock.timings(time.time()))
+            record = ResultRecord.of_end(
+                index, end, turns, clock.timings(time.time()), loop.tool_failures
+            )
             await self._commit(entry_id, agent, step, "end", record.encode())
 
     async def _commit(

@@ -9,6 +9,7 @@ logger                      what it says
 ``agentcore.tools``         tool executions that raised or timed out (WARNING), every
                             execution (DEBUG)
 ``agentcore.transport``     connection failures and timeouts (DEBUG)
+``agentcore.distributed``   a worker's start, progress every 10 s and end (INFO)
 ``agentcore.sim``           the simulated server
 ==========================  ==========================================================
 
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import logging
 
-__all__ = ["BATCH", "DRIVER", "TOOLS", "TRANSPORT"]
+__all__ = ["BATCH", "DISTRIBUTED", "DRIVER", "TOOLS", "TRANSPORT"]
 
 logging.getLogger("agentcore").addHandler(logging.NullHandler())
 
@@ -31,3 +32,4 @@ BATCH = logging.getLogger("agentcore.batch")
 DRIVER = logging.getLogger("agentcore.driver")
 TOOLS = logging.getLogger("agentcore.tools")
 TRANSPORT = logging.getLogger("agentcore.transport")
+DISTRIBUTED = logging.getLogger("agentcore.distributed")

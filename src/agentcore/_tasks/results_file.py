@@ -33,7 +33,7 @@ from .._codecs.values import from_json_value, json_value
 from .._core.errors import ConfigError
 from .._core.events import Abort, AbortKind, AbortReason, Finish
 from .._core.messages import Usage
-from .._core.results import Result, Status
+from .._core.results import NO_TOOL_FAILURES, Result, Status, ToolFailures
 
 __all__ = [
     "ErrorRecord",
@@ -137,6 +137,9 @@ class ResultRecord:
     """The conversation as JSON messages, when asked for."""
     cost: RecordCost | None = None
     """The agent's cost, when the batch kept a cost ledger (absent from the line otherwise)."""
+    tool_failures: ToolFailures = NO_TOOL_FAILURES
+    """The agent's failed tool calls by tool and error type, with each tool's first error
+    (absent from the line when none failed)."""
 
     @classmethod
     def of_result(
@@ -161,16 +164,40 @@ class ResultRecord:
             ),
             [orjson.loads(dumps(m)) for m in result.transcript] if transcript else None,
             cost,
+            result.tool_failures,
         )
 
     @classmethod
     def of_end(
-        cls, index: int, end: Finish | Abort, turns: int, timings: RecordTimings
+        cls,
+        index: int,
+        end: Finish | Abort,
+        turns: int,
+        timings: RecordTimings,
+        tool_failures: ToolFailures = NO_TOOL_FAILURES,
     ) -> ResultRecord:
         """The record of an agent loop's end (a distributed agent's last step)."""
         if isinstance(end, Finish):
-            return cls(index, "ok", json_value(end.output), None, turns, end.usage, timings)
-        return cls(index, "failed", None, ErrorRecord.of(end.reason), turns, end.usage, timings)
+            return cls(
+                index,
+                "ok",
+                json_value(end.output),
+                None,
+                turns,
+                end.usage,
+                timings,
+                tool_failures=tool_failures,
+            )
+        return cls(
+            index,
+            "failed",
+            None,
+            ErrorRecord.of(end.reason),
+            turns,
+            end.usage,
+            timings,
+            tool_failures=tool_failures,
+        )
 
     @classmethod
     def not_run(cls, index: int, kind: AbortKind, message: str) -> ResultRecord:
@@ -184,6 +211,8 @@ class ResultRecord:
             del value["transcript"]
         if self.cost is None:
             del value["cost"]
+        if not self.tool_failures.counts:
+            del value["tool_failures"]
         return orjson.dumps(value)
 
     @classmethod

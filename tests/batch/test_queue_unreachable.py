@@ -1,0 +1,60 @@
+"""A distributed batch whose Redis server is not there: one line naming the address, soon.
+
+No server is needed: a free port refuses connections. The time limits are generous for a
+loaded two-core machine (the connection is tried for ``CONNECT_FOR`` = 1 s) but far below
+the 10 s and more it took before.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from agentcore import ConfigError
+from agentcore._cli.main import main
+from agentcore._distributed.address import QueueAddress
+from agentcore._distributed.connection import open_connection
+
+pytest.importorskip("glide")  # the client; no server is needed
+
+
+def _refusing_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_a_refused_port_fails_within_two_seconds_naming_the_address() -> None:
+    port = _refusing_port()
+    address = QueueAddress.parse(f"redis://127.0.0.1:{port}/b1")
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as caught:
+        async with open_connection(address):
+            pass
+    assert time.monotonic() - started < 2.0
+    assert str(caught.value) == (
+        f"cannot connect to the Redis server at 127.0.0.1:{port} "
+        f"(redis://127.0.0.1:{port}/b1): Connection refused"
+    )
+
+
+def test_agentcore_worker_on_a_refused_port_prints_one_line_and_exits_2(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    task = tmp_path / "task.toml"
+    task.write_text('prompt = "Say {word}."\n')
+    port = _refusing_port()
+    started = time.monotonic()
+    code = main(["worker", str(task), "--queue", f"redis://127.0.0.1:{port}/b1"])
+    elapsed = time.monotonic() - started
+    out, err = capfd.readouterr()  # file descriptors: GLIDE's own logger writes to them
+    assert code == 2
+    assert elapsed < 2.0
+    assert out == ""
+    assert err.splitlines() == [
+        f"agentcore: error: cannot connect to the Redis server at 127.0.0.1:{port} "
+        f"(redis://127.0.0.1:{port}/b1): Connection refused"
+    ]

@@ -188,4 +188,7 @@ async def test_map_reduce_reduces_over_the_answers_that_exist(autojump_clock: ob
     assert summary.output == Digest(text="failed=1", count=2)
     # Map agents are children of the plan's session.
     map_calls = [c for c in model.calls if _user_text(c).startswith("Topic")]
-    assert map_calls and all(c.hints.parent_session_id is not None for c in map_calls)
+    plan_sessions = {c.hints.session_id for c in model.calls if _user_text(c).startswith("Plan")}
+    assert len(plan_sessions) == 1
+    assert map_calls and {c.hints.parent_session_id for c in map_calls} == plan_sessions
+    assert all(c.hints.session_id not in plan_sessions for c in map_calls)

@@ -31,6 +31,8 @@ def test_every_dialect_has_a_complete_and_consistent_record(record: Dialect) -> 
     if record.request_id == "header":
         assert "request_id_header" in record.options
     assert ("dynamo_version" in record.options) == record.nvext
+    assert ("prompt_cache_key" in record.options) == (record.session == "prompt_cache_key")
+    assert ("session_headers" in record.options) == (record.session == "headers")
     if record.port is not None:
         assert record.self_hosted
         assert record.transport == "lean"
@@ -80,6 +82,7 @@ NEW = Dialect(
     priority="higher_first",
     request_id="header",
     nvext=False,
+    session=None,
     default_model=None,
 )
 

@@ -11,7 +11,8 @@ The OpenAI codec builds the common body (model, tools, messages, sampling parame
 module holds the per-dialect part: which options a dialect accepts, their validation, and the
 extra body fields and headers each dialect puts on the wire.
 
-- ``openai``: nothing extra.
+- ``openai``: ``prompt_cache_key`` (opt-in, on by default for ``openai://`` itself): one key
+  per shared prefix, so the provider routes the requests that share it to warm caches.
 - ``vllm``: ``priority`` (lower = sooner, only with ``priority=True``: it takes effect only on a
   server started with ``--scheduling-policy priority``; vLLM 0.32 ignores it otherwise, older
   releases refused a non-zero priority there), ``cache_salt``,
@@ -20,25 +21,35 @@ extra body fields and headers each dialect puts on the wire.
 - ``sglang``: ``rid`` (the request id), ``priority`` (higher = sooner, opt-in for the same
   reason: it needs ``--enable-priority-scheduling``), ``cache_salt``.
 - ``dynamo``: ``nvext.agent_hints`` (priority, expected output length, speculative prefill...),
-  ``nvext.extra_fields``, ``nvext.annotations``, ``nvext.cache_salt``, session identity in
-  ``x-dynamo-session-*`` headers and the request id in ``x-request-id``. Dynamo rejects unknown
+  ``nvext.extra_fields``, ``nvext.annotations``, ``nvext.cache_salt``, the session contract
+  (:class:`~agentcore.core.AgentHints`) in ``x-dynamo-session-*`` headers and the request id
+  in ``x-request-id``. Dynamo rejects unknown
   ``nvext`` keys, unknown ``agent_hints`` keys and unknown top-level fields with HTTP 400, so
   everything emitted is checked against :data:`DYNAMO_APIS`, a table per Dynamo release.
 - ``sim``: the embedded simulator; like ``vllm`` (priority is opt-in there too).
 - ``llamacpp``: llama.cpp's llama-server. Nothing extra: it has no priority, cache salt or
   request-id field (it ignores unknown fields and headers, so sending them would promise
   something that does not happen); ``response_format`` only on calls without tools.
+
+The session contract (which requests belong to one agent, its parent, its last request) is
+sent only where the engine reads it (:attr:`Dialect.session`): Dynamo's session headers, and
+OpenAI's ``prompt_cache_key``. vLLM's prefix cache is global, SGLang's sessions are a
+token-append API of their own and llama-server picks the slot with the longest common prefix
+itself: nothing is sent there (docs/backends.md, docs/decisions.md).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
+import orjson
 
 from .._core.errors import ConfigError
 from .._core.events import CallModel
+from .._core.messages import SystemMessage
 from .._core.validators import check_header_value
 from .codec import TransportKind, WarmUp
 
@@ -51,6 +62,7 @@ __all__ = [
     "dialect_body",
     "dialect_headers",
     "make_options",
+    "prefix_key",
 ]
 
 ResponseFormatMode = Literal["always", "without_tools", "never"]
@@ -195,6 +207,9 @@ class OpenAIOptions:
     cache_salt: str | None = None
     rid: bool = False
     """SGLang: send the request id as ``rid``."""
+    prompt_cache_key: bool | str = False
+    """OpenAI: ``True`` sends a key derived from the request's shared prefix (its tools and
+    leading system messages), a string sends that key, ``False`` nothing."""
     dynamo: DynamoApi | None = None
     osl: bool = True
     speculative_prefill: bool = False
@@ -260,6 +275,10 @@ class Dialect:
     body field, or not at all."""
     nvext: bool
     """The extras go in Dynamo's ``nvext`` object, checked against :data:`DYNAMO_APIS`."""
+    session: Literal["headers", "prompt_cache_key"] | None
+    """Where the session contract goes: ``headers`` (Dynamo's ``x-dynamo-session-id``,
+    ``-parent-session-id``, ``-final``), ``prompt_cache_key`` (one key per shared prefix), or
+    nowhere (the engine reads no such field)."""
     default_model: str | None
     """The model name sent when none is given (``None``: a model name is required; the
     simulator answers to any name)."""
@@ -271,18 +290,18 @@ DIALECTS: Mapping[str, Dialect] = {
     record.name: record
     for record in (
         Dialect(name="openai", port=None, self_hosted=False, transport="httpx",
-                warm_up="request", reuse_streams=True, options=frozenset(),
+                warm_up="request", reuse_streams=True, options=frozenset({"prompt_cache_key"}),
                 response_format="always", strict_tools=False, priority=None, request_id=None,
-                nvext=False, default_model=None),
+                nvext=False, session="prompt_cache_key", default_model=None),
         Dialect(name="vllm", port=8000, self_hosted=True, transport="lean", warm_up="request",
                 reuse_streams=True, options=_PRIORITY_OPTIONS,
                 response_format="without_tools", strict_tools=True, priority="lower_first",
-                request_id="header", nvext=False, default_model=None),
+                request_id="header", nvext=False, session=None, default_model=None),
         Dialect(name="sglang", port=30000, self_hosted=True, transport="lean",
                 warm_up="request", reuse_streams=True,
                 options=frozenset({"priority", "cache_salt", "rid"}),
                 response_format="without_tools", strict_tools=False, priority="higher_first",
-                request_id="rid", nvext=False, default_model=None),
+                request_id="rid", nvext=False, session=None, default_model=None),
         # The Dynamo mocker ignores response_format, and a real engine behind Dynamo would
         # constrain tool-calling turns too: off unless asked.
         Dialect(name="dynamo", port=8000, self_hosted=True, transport="lean",
@@ -291,17 +310,17 @@ DIALECTS: Mapping[str, Dialect] = {
                                              "latency_sensitivity", "strict_priority",
                                              "extra_fields", "annotations", "session_headers"},
                 response_format="never", strict_tools=False, priority="higher_first",
-                request_id="header", nvext=True, default_model=None),
+                request_id="header", nvext=True, session="headers", default_model=None),
         Dialect(name="sim", port=None, self_hosted=True, transport="lean", warm_up="request",
                 reuse_streams=True, options=_PRIORITY_OPTIONS, response_format="always",
                 strict_tools=False, priority="lower_first", request_id="header", nvext=False,
-                default_model="sim"),
+                session=None, default_model="sim"),
         # llama-server keeps a prefix cache per slot: one warm request fills one slot only, so
         # the warm slot is copied into every slot (docs/backends.md).
         Dialect(name="llamacpp", port=8080, self_hosted=True, transport="lean",
                 warm_up="slots", reuse_streams=False, options=frozenset(),
                 response_format="without_tools", strict_tools=False, priority=None,
-                request_id=None, nvext=False, default_model=None),
+                request_id=None, nvext=False, session=None, default_model=None),
     )
 }  # fmt: skip
 """The OpenAI-compatible dialects, by name: the one table of dialect facts."""
@@ -326,6 +345,7 @@ _RESERVED_BODY = frozenset(
         "rid",
         "cache_salt",
         "nvext",
+        "prompt_cache_key",
     }
 )
 
@@ -376,6 +396,7 @@ def make_options(dialect: str, options: Mapping[str, Any]) -> OpenAIOptions:
         ),
         "cache_salt": cache_salt,
         "rid": _bool_option(get("rid", record.request_id == "rid"), "rid"),
+        "prompt_cache_key": _cache_key_option(get("prompt_cache_key", False)),
         "dynamo": dynamo,
     }
     if dynamo is not None:
@@ -383,6 +404,12 @@ def make_options(dialect: str, options: Mapping[str, Any]) -> OpenAIOptions:
     else:
         fields["priority"] = _bool_option(get("priority", False), "priority")
     return OpenAIOptions(**fields)
+
+
+def _cache_key_option(value: object) -> bool | str:
+    if isinstance(value, bool) or (isinstance(value, str) and value):
+        return value
+    raise ConfigError(f"prompt_cache_key must be a bool or a non-empty string, got {value!r}")
 
 
 def _dynamo_fields(api: DynamoApi, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -500,7 +527,32 @@ def dialect_body(call: CallModel, opts: OpenAIOptions) -> list[tuple[str, Any]]:
         extra.append(("priority", -priority if lower_first else priority))
     if opts.cache_salt is not None:
         extra.append(("cache_salt", opts.cache_salt))
+    key = opts.prompt_cache_key
+    if key:
+        extra.append(("prompt_cache_key", key if isinstance(key, str) else prefix_key(call)))
     return extra
+
+
+def prefix_key(call: CallModel) -> str:
+    """A key naming the prefix ``call`` shares with its batch: a digest of its tools and of
+    its leading system messages (the same for every request of every agent of one task, and
+    different for another task)."""
+    tools = [[tool.name, tool.description, tool.parameters] for tool in call.tools]
+    systems = []
+    for message in call.messages:
+        if not isinstance(message, SystemMessage):
+            break
+        systems.append(message.content)
+    digest = hashlib.sha256(orjson.dumps([tools, systems], default=_plain)).hexdigest()
+    return f"agentcore-{digest[:24]}"
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, Sequence | frozenset | set) and not isinstance(value, str | bytes):
+        return list(value)
+    raise TypeError(f"cannot serialize {type(value).__name__}")
 
 
 def dynamo_nvext(call: CallModel, opts: OpenAIOptions) -> dict[str, Any]:
@@ -542,7 +594,7 @@ def dialect_headers(call: CallModel, opts: OpenAIOptions) -> list[tuple[str, str
     pairs: list[tuple[str, str]] = []
     if opts.request_id_header:
         pairs.append(("x-request-id", call.request_id))
-    if opts.dynamo is not None and opts.session_headers:
+    if opts.record.session == "headers" and opts.session_headers:
         hints = call.hints
         if hints.session_id:
             pairs.append(("x-dynamo-session-id", hints.session_id))

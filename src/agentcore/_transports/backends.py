@@ -168,6 +168,9 @@ def _configure(  # noqa: PLR0917 - private, one caller
             base = OPENAI_BASE_URL
             api_key = _key(api_key, "OPENAI_API_KEY", "openai://")
             options.setdefault("max_tokens_field", "max_completion_tokens")
+            # OpenAI routes requests by prefix and this key: one key per shared prefix sends
+            # a batch's requests to the machines that hold its prefix.
+            options.setdefault("prompt_cache_key", True)
         codec = _openai_codec(base, model, api_key, "openai", options)
         return _dialect_backend(scheme, base, codec, transport, stream, given)
     if scheme == "anthropic":

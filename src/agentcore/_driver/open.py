@@ -14,13 +14,13 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
+import attrs
 import trio
 
 from .._codecs.codec import Backend
 from .._codecs.http import Timeouts
 from .._core.cost import CostLedger
 from .._core.errors import ConfigError
-from .._core.events import ErrorKind
 from .._core.fallback import FallbackPolicy
 from .._core.retry import RetryPolicy
 from .._core.slots import SlotPolicy
@@ -29,7 +29,7 @@ from .._observe.steps import Listener
 from .._observe.trace import TraceWriter
 from .._sim import SimConfig, open_sim_server
 from .._tools.executor import open_tool_executor
-from .._tools.mcp import McpServer, open_mcp_tools
+from .._tools.mcp import open_mcp_tools
 from .._tools.spec import Tool
 from .._transports.backends import backend as make_backend
 from .._transports.backends import is_sim
@@ -37,15 +37,36 @@ from .._transports.factory import TransportKind, make_transport
 from .._transports.model_client import HttpModelClient, ModelClient
 from .driver import Driver
 from .fallback import Fallback, FallbackRequests
+from .options import DriverOptions, resolve_options
 from .rate_limiter import RateLimiter
 from .requests import ModelRequests
 from .slot_limiter import SlotLimiter
 from .tiers import ledger_for, split_prices, split_tier, tiered_client
 
-__all__ = ["open_driver"]
+__all__ = ["open_client", "open_driver"]
 
-_DEFAULT_RETRY = RetryPolicy()
-_DEFAULT_TIMEOUTS = Timeouts()
+
+async def open_client(
+    stack: AsyncExitStack,
+    target: str | Backend,
+    options: DriverOptions,
+    ledger: CostLedger | None = None,
+) -> tuple[ModelClient, Backend]:
+    """The model client for the backend ``target`` configured by ``options`` (model, slots,
+    stream, timeouts, transport, key, dialect options), closed with ``stack``; and the backend
+    as configured."""
+    return await _open_client(
+        stack,
+        target,
+        model=options.model,
+        max_inflight=options.max_inflight,
+        stream=options.stream,
+        timeouts=options.timeouts,
+        transport=options.transport,
+        api_key=options.api_key,
+        options=dict(options.backend_options),
+        ledger=ledger,
+    )
 
 
 async def _open_client(
@@ -206,26 +227,9 @@ def _fallback_requests(
 async def open_driver(
     backend: str | Backend | ModelClient,
     *,
-    model: str = "",
-    max_inflight: int = 32,
-    slot_policy: SlotPolicy = "fifo",
-    adaptive: bool = False,
+    options: DriverOptions | None = None,
     tools: Iterable[Tool[..., Any]] = (),
-    stream: bool | None = None,
-    retry: RetryPolicy = _DEFAULT_RETRY,
-    timeouts: Timeouts = _DEFAULT_TIMEOUTS,
-    transport: TransportKind | None = None,
-    api_key: str | None = None,
-    seed: int | None = None,
-    fallback: Sequence[str | Backend | ModelClient | Fallback] = (),
-    fallback_on: Iterable[ErrorKind] | None = None,
-    deps: Any = None,
-    mcp: Sequence[McpServer] = (),
-    trace: str | os.PathLike[str] | None = None,
-    otel: bool = False,
-    requests_per_minute: int | None = None,
-    tokens_per_minute: int | None = None,
-    **backend_options: Any,
+    **keywords: Any,
 ) -> AsyncIterator[Driver]:
     """Open a driver: a slot limiter, a tool executor and a model client for one backend.
 
@@ -238,60 +242,44 @@ async def open_driver(
         backend: a backend URL (``vllm://host:port``, ``sim://``...), a configured
             :class:`~agentcore._codecs.codec.Backend`, or any model client (for example a
             ``ScriptedModel``; it stays the caller's to close).
-        model: the model name sent to the backend.
-        max_inflight: the hard cap on model requests in flight (inference slots); also the
-            number of connections the transport keeps.
-        slot_policy: ``"fifo"``, or ``"priority"`` to serve the highest ``hints.priority``
-            first.
-        adaptive: shrink the slot limit when the server signals overload and grow it back
-            on success (never above ``max_inflight``).
+        options: the driver's options (:class:`~agentcore.DriverOptions`: model, slots,
+            transport, retries, rate limits, fallback, observers, tool-executor limits).
         tools: the tools agents may call (made with :func:`agentcore.tool`).
-        stream: stream replies (``None``: the backend's default). Needed for time to first
-            token.
-        retry: the retry policy for failed model requests.
-        timeouts: transport time limits per exchange.
-        transport: ``"lean"`` or ``"httpx"`` (``None``: the backend's default).
-        api_key: the API key for hosted backends.
-        seed: seeds the back-off jitter, for reproducible schedules.
-        fallback: backends (or models) to try, in order, when a request fails for good on
-            the one before (see docs/backends.md): URLs, ``Backend`` values, model clients,
-            or :class:`~agentcore.Fallback` values with their own model, slots and key.
-        fallback_on: the error kinds that send a request on to the next backend (default:
-            :data:`~agentcore._core.fallback.DEFAULT_FALLBACK_ON`).
-        deps: any object, handed to tools in their :class:`~agentcore.RunContext`
-            (``ctx.deps``); a batch may give its own.
-        mcp: MCP tool servers (:class:`~agentcore.McpServer`) whose tools are added to
-            ``tools``; they are connected (stdio servers started) before anything else and
-            closed (stopped) when the block is left. ``driver.executor.tools`` lists them.
-        trace: write the timeline to this file as Chrome trace-event JSON while the driver
-            runs (one track per inference slot; see ``docs/observability.md``).
-        otel: emit OpenTelemetry spans (GenAI semantic conventions) through the global
-            tracer provider; needs ``agentcore[otel]``.
-        requests_per_minute: the backend's request limit. Requests wait for budget before
-            they queue for a slot, holding nothing. Limits are also learned from the
-            ``x-ratelimit-*`` / ``anthropic-ratelimit-*`` headers of replies (the lower wins).
-        tokens_per_minute: the backend's token limit; each request reserves its estimated
-            tokens, corrected by the reply's usage.
-        **backend_options: dialect options passed to :func:`agentcore.wire.backend`.
+        **keywords: any field of :class:`~agentcore.DriverOptions` (``model=``,
+            ``max_inflight=``, ``thread_limit=``...), replacing that field of ``options``;
+            any other keyword is a dialect option passed to :func:`agentcore.wire.backend`.
 
     Yields:
-        The :class:`Driver`. Leaving the block closes the tool executor and the transport.
+        The :class:`Driver`. Leaving the block closes the tool executor and the transport
+        (and stops the MCP servers of ``options.mcp``).
 
     Raises:
         ConfigError: an invalid option or backend.
     """
-    if isinstance(max_inflight, bool) or not isinstance(max_inflight, int) or max_inflight < 1:
-        raise ConfigError(f"max_inflight must be a positive integer, got {max_inflight!r}")
-    check_choice("slot_policy", slot_policy, ("fifo", "priority"))
+    opts = resolve_options(options, keywords)
+    async with _open(backend, opts, tools) as driver:
+        yield driver
+
+
+@asynccontextmanager
+async def _open(
+    backend: str | Backend | ModelClient,
+    opts: DriverOptions,
+    tools: Iterable[Tool[..., Any]],
+) -> AsyncIterator[Driver]:
+    model, max_inflight = opts.model, opts.max_inflight
+    slot_policy = opts.slot_policy or "fifo"
     primary_name = backend if isinstance(backend, str) else "primary"
-    specs = _fallback_specs(fallback, primary_name)
-    prices, backend_options = split_prices(backend_options)
-    tiers = [split_tier(backend_options)[0]]
+    specs = _fallback_specs(opts.fallback, primary_name)
+    prices, backend_options = split_prices(opts.backend_options)
+    if prices is not None:
+        opts = attrs.evolve(opts, backend_options=backend_options)
+    tiers = [split_tier(opts.backend_options)[0]]
     tiers += [split_tier(spec.options)[0] for _, spec in specs]
     ledger = ledger_for(prices, tiers)
-    policy = FallbackPolicy() if fallback_on is None else FallbackPolicy(fallback_on)
+    policy = FallbackPolicy() if opts.fallback_on is None else FallbackPolicy(opts.fallback_on)
     try:
-        rates = RateLimiter(requests_per_minute, tokens_per_minute)
+        rates = RateLimiter(opts.requests_per_minute, opts.tokens_per_minute)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     # The tool executor keeps a nursery open around our ``yield``; an exception of the
@@ -299,27 +287,17 @@ async def open_driver(
     # and re-raised as itself once everything is closed.
     raised: BaseException | None = None
     async with AsyncExitStack() as stack:
-        if mcp:
-            tools = [*tools, *await stack.enter_async_context(open_mcp_tools(mcp))]
+        if opts.mcp:
+            tools = [*tools, *await stack.enter_async_context(open_mcp_tools(opts.mcp))]
         client: ModelClient
         configured: Backend | None = None
         if isinstance(backend, str | Backend):
-            client, configured = await _open_client(
-                stack,
-                backend,
-                model=model,
-                max_inflight=max_inflight,
-                stream=stream,
-                timeouts=timeouts,
-                transport=transport,
-                api_key=api_key,
-                options=backend_options,
-                ledger=ledger,
-            )
+            client, configured = await open_client(stack, backend, opts, ledger)
         elif isinstance(backend, ModelClient):
-            given = (("stream", stream), ("transport", transport), ("api_key", api_key))
+            given = (("stream", opts.stream), ("transport", opts.transport))
             extras = [name for name, value in given if value is not None]
-            extras += list(backend_options)
+            extras += ["api_key"] if opts.api_key is not None else []
+            extras += list(opts.backend_options)
             if extras:
                 raise ConfigError(
                     f"{', '.join(extras)} apply to backends given by URL, not to a model client"
@@ -334,19 +312,28 @@ async def open_driver(
             specs,
             model=model,
             max_inflight=max_inflight,
-            limits=(slot_policy, adaptive),
-            stream=stream,
-            timeouts=timeouts,
-            transport=transport,
+            limits=(slot_policy, opts.adaptive),
+            stream=opts.stream,
+            timeouts=opts.timeouts,
+            transport=opts.transport,
             ledger=ledger,
         )
-        executor = await stack.enter_async_context(open_tool_executor(tools))
-        limiter = SlotLimiter(max_inflight, policy=slot_policy, adaptive=adaptive)
-        rng = random.Random(seed)
-        primary = ModelRequests(client, limiter, retry, rng.random, rates=rates)
+        executor = await stack.enter_async_context(
+            open_tool_executor(tools, thread_limit=opts.thread_limit, cache_size=opts.cache_size)
+        )
+        limiter = SlotLimiter(max_inflight, policy=slot_policy, adaptive=opts.adaptive)
+        rng = random.Random(opts.seed)
+        primary = ModelRequests(client, limiter, opts.retry, rng.random, rates=rates)
         requests: ModelRequests | FallbackRequests = primary
         if routes:
-            requests = _fallback_requests(primary, primary_name, routes, policy, (retry, rng))
+            requests = _fallback_requests(
+                primary,
+                primary_name,
+                routes,
+                policy,
+                (opts.retry, rng),
+            )
+        observed = opts.trace is not None or opts.otel
         driver = Driver(
             client=client,
             limiter=limiter,
@@ -354,9 +341,9 @@ async def open_driver(
             requests=requests,
             rates=rates,
             backend=configured,
-            deps=deps,
+            deps=opts.deps,
             cost=ledger,
-            listeners=_observers(trace, otel, model, client) if trace is not None or otel else (),
+            listeners=_observers(opts.trace, opts.otel, model, client) if observed else (),
         )
         try:
             yield driver

@@ -70,6 +70,7 @@ if TYPE_CHECKING:
     from ._driver.driver import Driver as Driver
     from ._driver.open import open_driver as open_driver
     from ._driver.fallback import Fallback as Fallback
+    from ._driver.options import DriverOptions as DriverOptions
     from ._core.fallback import FallbackPolicy as FallbackPolicy
     from ._core.results import Result as Result
     from ._driver.runs import ResultStream as ResultStream
@@ -164,6 +165,7 @@ _EXPORTS: dict[str, str] = {
     "Driver": "_driver.driver",
     "open_driver": "_driver.open",
     "Fallback": "_driver.fallback",
+    "DriverOptions": "_driver.options",
     "FallbackPolicy": "_core.fallback",
     "Result": "_core.results",
     "ResultStream": "_driver.runs",
@@ -224,6 +226,7 @@ __all__ = [
     "ConfigError",
     "DecodeError",
     "Driver",
+    "DriverOptions",
     "DriverStatistics",
     "ErrorKind",
     "Fallback",

@@ -11,7 +11,6 @@ Exit codes (also in ``agentcore --help``):
 from __future__ import annotations
 
 import argparse
-import inspect
 import math
 import os
 import sys
@@ -27,6 +26,7 @@ from .._codecs.values import json_value
 from .._core.errors import ConfigError
 from .._core.results import NO_TOOL_FAILURES, Result
 from .._driver.open import open_driver
+from .._driver.options import OPTION_NAMES
 from .._driver.stats import TURN_BUCKETS, DriverStatistics
 from .._observe.render import render_timeline
 from .._sim import SimConfig, run_sim_server
@@ -369,7 +369,7 @@ _TIER_OPTIONS = frozenset({"service_tier", "prices"})
 
 _MODEL_HELP = "model name sent to the backend (required, except for sim://)"
 
-_DRIVER_PARAMETERS = frozenset(inspect.signature(open_driver).parameters) - {"backend_options"}
+_DRIVER_PARAMETERS = (OPTION_NAMES | {"tools"}) - {"backend_options"}
 
 
 def _check_run_args(args: argparse.Namespace, options: dict[str, Any]) -> None:

@@ -59,7 +59,6 @@ import orjson
 import trio
 
 from .._codecs.codec import Backend
-from .._codecs.http import Timeouts
 from .._codecs.serde import dumps, loads
 from .._core.errors import ConfigError
 from .._core.events import (
@@ -75,9 +74,8 @@ from .._core.events import (
 )
 from .._core.loop import AgentLoop, LoopSnapshot, RunState
 from .._driver.driver import Driver
-
-# The one private import of the driver: the model client it would build, to wrap it.
-from .._driver.open import _open_client, open_driver
+from .._driver.open import open_client, open_driver
+from .._driver.options import DriverOptions, resolve_options
 from .._observe.log import DISTRIBUTED
 from .._tasks.results_file import ResultRecord
 from .._tasks.task import RenderError, Task, compile_job
@@ -517,59 +515,31 @@ def _pairs(flat: list[Any]) -> list[tuple[Any, Any]]:
     return list(zip(flat[::2], flat[1::2], strict=False))
 
 
-_DRIVER_ONLY = ("slot_policy", "adaptive", "retry", "seed")
-_CLIENT_ARGS = ("stream", "timeouts", "transport", "api_key")
-
-
 @asynccontextmanager
-async def _worker_driver(  # noqa: PLR0917 - private, one caller
+async def _worker_driver(
     task: Task,
-    driver: Driver | None,
-    backend: str | Backend | ModelClient | None,
-    model: str,
-    max_inflight: int,
-    options: dict[str, Any],
+    backend: str | Backend | ModelClient,
+    options: DriverOptions,
     backoff: tuple[Connection, str] | None,
 ) -> AsyncIterator[Driver]:
-    """The worker's driver; unless ``driver`` is given or ``backoff`` is None, its model
-    client is wrapped in a :class:`SharedBackoff` on the batch's pause key."""
-    if driver is not None:
-        yield driver
-        return
-    if backend is None:
-        raise ConfigError("a backend is needed: pass backend= (a URL such as 'sim://') or driver=")
+    """The worker's own driver; unless ``backoff`` is None, its model client is wrapped in a
+    :class:`SharedBackoff` on the batch's pause key."""
     async with AsyncExitStack() as stack:
         client: str | Backend | ModelClient = backend
-        driver_options = dict(options)
         if backoff is not None:
             inner: ModelClient
             if isinstance(backend, str | Backend):
-                client_args = {
-                    k: driver_options.pop(k) for k in _CLIENT_ARGS if k in driver_options
-                }
-                backend_options = {
-                    k: driver_options.pop(k) for k in list(driver_options) if k not in _DRIVER_ONLY
-                }
-                inner, _ = await _open_client(
-                    stack,
-                    backend,
-                    model=model,
-                    max_inflight=max_inflight,
-                    stream=client_args.get("stream"),
-                    timeouts=client_args.get("timeouts", Timeouts()),
-                    transport=client_args.get("transport"),
-                    api_key=client_args.get("api_key"),
-                    options=backend_options,
+                inner, _ = await open_client(stack, backend, options)
+                # The client options are spent on the client made here.
+                options = attrs.evolve(
+                    options, stream=None, transport=None, api_key=None, backend_options={}
                 )
             else:
                 inner = backend
             client = SharedBackoff(inner, *backoff)
-        opened = await stack.enter_async_context(
-            open_driver(
-                client, model=model, max_inflight=max_inflight, tools=task.tools, **driver_options
-            )
+        yield await stack.enter_async_context(
+            open_driver(client, options=options, tools=task.tools)
         )
-        yield opened
 
 
 async def run_worker(
@@ -577,8 +547,7 @@ async def run_worker(
     task: Task,
     *,
     backend: str | Backend | ModelClient | None = None,
-    model: str = "",
-    max_inflight: int = 32,
+    options: DriverOptions | None = None,
     driver: Driver | None = None,
     concurrency: int | None = None,
     lease: float = 30.0,
@@ -601,8 +570,11 @@ async def run_worker(
     Args:
         queue: ``redis://host:port/BATCH`` (or a :class:`QueueAddress`).
         task: the batch's task (workers refuse a batch submitted with a different one).
-        backend, model, max_inflight, driver, **driver_options: the worker's own driver, as
-            for :func:`agentcore.open_driver`.
+        backend, options, **driver_options: the worker's own driver, as for
+            :func:`agentcore.open_driver` (:class:`~agentcore.DriverOptions`, and its fields
+            as keywords).
+        driver: an open driver to use instead (then no driver option is taken but
+            ``max_inflight``, which sets the default ``concurrency``).
         concurrency: steps in progress at once (default ``2 * max_inflight``); the reader
             never takes more entries than this leaves free.
         lease: seconds an entry stays with this worker without a heartbeat before any
@@ -630,19 +602,24 @@ async def run_worker(
         raise ConfigError("lease must be > 0, max_deliveries >= 1 and block_ms >= 1")
     if concurrency is not None and concurrency < 1:
         raise ConfigError("concurrency must be >= 1")
-    async with (
-        open_connection(address, name="agentcore-worker") as conn,
-        open_connection(address, name="agentcore-reader", timeout_ms=block_ms + 5000) as reader,
-        _worker_driver(
-            task,
-            driver,
-            backend,
-            model,
-            max_inflight,
-            driver_options,
-            (conn, address.keys.pause) if shared_backoff else None,
-        ) as opened,
-    ):
+    if driver is not None:
+        given = {k: v for k, v in driver_options.items() if k != "max_inflight"}
+        if backend is not None or options is not None or given:
+            raise ConfigError("pass either driver= or backend options, not both")
+    opts = resolve_options(options, driver_options)
+    if driver is None and backend is None:
+        raise ConfigError("a backend is needed: pass backend= (a URL such as 'sim://') or driver=")
+    async with AsyncExitStack() as stack:
+        conn = await stack.enter_async_context(open_connection(address, name="agentcore-worker"))
+        reader = await stack.enter_async_context(
+            open_connection(address, name="agentcore-reader", timeout_ms=block_ms + 5000)
+        )
+        if driver is None:
+            assert backend is not None
+            backoff = (conn, address.keys.pause) if shared_backoff else None
+            opened = await stack.enter_async_context(_worker_driver(task, backend, opts, backoff))
+        else:
+            opened = driver
         await retrying(lambda: ensure_batch(conn, address, task))
         worker = _Worker(
             address,
@@ -650,7 +627,7 @@ async def run_worker(
             opened,
             conn,
             reader,
-            concurrency=concurrency or 2 * max_inflight,
+            concurrency=concurrency or 2 * opts.max_inflight,
             lease=lease,
             max_deliveries=max_deliveries,
             block_ms=block_ms,

@@ -29,9 +29,11 @@ from .._core.events import AbortKind, AbortReason
 from .._core.loop import AgentLoop
 from .._core.messages import Usage
 from .._core.results import Result, RunTimings
+from .._core.slots import SlotPolicy
 from .._driver.budget_guard import OnBudget
 from .._driver.driver import Driver
 from .._driver.open import open_driver
+from .._driver.options import DriverOptions, resolve_options
 from .._driver.runs import ResultStream
 from .._observe.log import BATCH
 from .._observe.steps import StepSink
@@ -56,7 +58,7 @@ __all__ = [
 ]
 
 
-BATCH_SLOT_POLICY = "priority"
+BATCH_SLOT_POLICY: SlotPolicy = "priority"
 """The slot policy of batches unless ``slot_policy=`` says otherwise: agents nearer the end
 (higher turn) are served first, so results arrive from the start of the run instead of after
 every agent's first turn (``bench/bench_slot_policy.py``, docs/benchmarks.md)."""
@@ -189,25 +191,24 @@ async def _driver_for(
     *,
     driver: Driver | None,
     backend: str | Backend | ModelClient | None,
-    model: str,
-    max_inflight: int,
     warm: bool | str | None,
-    driver_options: Mapping[str, Any],
+    options: DriverOptions | None,
+    keywords: Mapping[str, Any],
 ) -> AsyncIterator[tuple[Driver, WarmUp]]:
     """The given driver or a newly opened one, and the warm-up to perform (see
     :func:`_strategy`)."""
     if driver is not None:
-        if backend is not None or driver_options:
+        if backend is not None or options is not None or keywords:
             raise ConfigError("pass either driver= or backend options, not both")
         _check_driver_tools(driver, stack_tools)
         yield driver, _strategy(warm, driver)
         return
+    opts = resolve_options(options, keywords)
     if backend is None:
         raise ConfigError("a backend is needed: pass backend= (a URL such as 'sim://') or driver=")
-    options = {"slot_policy": BATCH_SLOT_POLICY, **driver_options}
-    async with open_driver(
-        backend, model=model, max_inflight=max_inflight, tools=stack_tools, **options
-    ) as opened:
+    if opts.slot_policy is None:
+        opts = attrs.evolve(opts, slot_policy=BATCH_SLOT_POLICY)
+    async with open_driver(backend, options=opts, tools=stack_tools) as opened:
         yield opened, _strategy(warm, opened)
 
 
@@ -217,8 +218,7 @@ async def open_batch(
     inputs: Iterable[object],
     *,
     backend: str | Backend | ModelClient | None = None,
-    model: str = "",
-    max_inflight: int = 32,
+    options: DriverOptions | None = None,
     driver: Driver | None = None,
     warm: bool | str | None = None,
     batch_id: str | None = None,
@@ -244,8 +244,9 @@ async def open_batch(
             lazily.
         backend: a backend URL (``sim://``, ``vllm://host:port``...), a ``Backend`` or a model
             client. Not needed when ``driver`` is given.
-        model: the model name.
-        max_inflight: inference slots (model requests in flight at once).
+        options: the options of the driver opened here (:class:`~agentcore.DriverOptions`;
+            ``slot_policy`` ``None`` means ``"priority"`` here: near-done agents first,
+            earlier results, same wall time).
         driver: an open driver to use instead of opening one (its tools must include the
             task's).
         warm: warm the shared prefix before the fan-out: ``"off"``, ``"request"`` (one
@@ -267,8 +268,9 @@ async def open_batch(
         deps: any object, handed to tools that take a :class:`~agentcore.RunContext`
             (``ctx.deps``), with the run's index and input.
         steps: receives every agent's step events (``Driver.stream``; docs/watching.md).
-        **driver_options: passed to :func:`agentcore.open_driver`; ``slot_policy`` defaults to
-            ``"priority"`` here (near-done agents first: earlier results, same wall time).
+        **driver_options: fields of :class:`~agentcore.DriverOptions` (``model=``,
+            ``max_inflight=``...) replacing those of ``options``, or dialect options, as for
+            :func:`agentcore.open_driver`.
 
     Yields:
         A :class:`BatchStream`. Leaving the block early cancels what is still running.
@@ -286,7 +288,7 @@ async def open_batch(
                 "the task has fallbacks, but an open driver= was given: give the fallbacks "
                 "to open_driver"
             )
-        if "fallback" not in driver_options:
+        if "fallback" not in driver_options and (options is None or not options.fallback):
             driver_options = {**driver_options, "fallback": task.fallback}
     async with AsyncExitStack() as stack:
         opened, warm_up = await stack.enter_async_context(
@@ -294,10 +296,9 @@ async def open_batch(
                 task.tools,
                 driver=driver,
                 backend=backend,
-                model=model,
-                max_inflight=max_inflight,
                 warm=warm,
-                driver_options=driver_options,
+                options=options,
+                keywords=driver_options,
             )
         )
         report = None
@@ -332,21 +333,18 @@ async def run_batch(
     inputs: Iterable[object],
     *,
     backend: str | Backend | ModelClient | None = None,
-    model: str = "",
-    max_inflight: int = 32,
     on_result: Callable[[Result[T]], None] | None = None,
-    **options: Any,
+    **keywords: Any,
 ) -> list[Result[T]]:
     """Run ``task`` over ``inputs`` and return one :class:`~agentcore.Result` per input, in
-    input order. Takes the same options as :func:`open_batch`.
+    input order. Takes the same options as :func:`open_batch` (``options=`` a
+    :class:`~agentcore.DriverOptions`, and the keywords).
 
     Args:
         on_result: called with each result as it completes (for progress reporting).
     """
     collected: list[Result[T]] = []
-    async with open_batch(
-        task, inputs, backend=backend, model=model, max_inflight=max_inflight, **options
-    ) as results:
+    async with open_batch(task, inputs, backend=backend, **keywords) as results:
         async for result in results:
             collected.append(result)
             if on_result is not None:
@@ -392,8 +390,7 @@ async def map_reduce(
     input: object,
     items: Callable[[P], Iterable[object]] | None = None,
     backend: str | Backend | ModelClient | None = None,
-    model: str = "",
-    max_inflight: int = 32,
+    options: DriverOptions | None = None,
     driver: Driver | None = None,
     warm: bool | str | None = None,
     batch_id: str | None = None,
@@ -411,7 +408,8 @@ async def map_reduce(
     - ``reduce`` runs once with ``{input}`` (the original input), ``{answers}`` (the JSON
       list of successful map outputs) and ``{failed}`` (how many items failed).
 
-    A failed item never fails the whole: the reducer sees the answers that exist.
+    A failed item never fails the whole: the reducer sees the answers that exist. The driver
+    (``backend``, ``options``, ``driver``, ``**driver_options``) is as for :func:`open_batch`.
 
     Returns:
         ``MapReduceResult(plan, answers, summary)``; unpack it as a tuple.
@@ -425,10 +423,9 @@ async def map_reduce(
         list(tools.values()),
         driver=driver,
         backend=backend,
-        model=model,
-        max_inflight=max_inflight,
         warm=warm,
-        driver_options=driver_options,
+        options=options,
+        keywords=driver_options,
     ) as (opened, warm_up):
         plan_results = await run_batch(
             plan,

@@ -53,7 +53,7 @@ from .runner import Runner
 from .runs import ResultStream
 from .scheduler import StreamScheduler, body_nursery
 from .slot_limiter import SlotLimiter
-from .stats import DriverStatistics
+from .stats import DriverStatistics, collect
 
 __all__ = ["Driver"]
 
@@ -373,40 +373,12 @@ class Driver:
         :class:`~agentcore._driver.stats.Summary`), and only the latest requests are kept in detail.
         """
         now = trio.current_time() if self._closed_at is None else self._closed_at
-        wall = now - self._opened
-        requests = self._requests.stats
-        ends = self._runner.ends
-        known_prompt = requests.known_prompt_tokens
-        cached = requests.cached_tokens
-        tools = self._executor.statistics()
-        slots = self._limiter.statistics()
-        capacity = slots.max_inflight * wall
-        return DriverStatistics(
-            wall_time=wall,
-            runs=sum(ends.values()),
-            runs_ok=ends["ok"],
-            runs_failed=ends["failed"],
-            runs_cancelled=ends["cancelled"],
-            requests=requests.requests,
-            recent_requests=requests.recent,
-            attempts=requests.attempts,
-            failed_requests=requests.failed,
-            latency=requests.latency.summary(),
-            ttft=requests.ttft.summary(),
-            slot_wait=requests.slot_wait.summary(),
-            prompt_tokens=requests.prompt_tokens,
-            completion_tokens=requests.completion_tokens,
-            cached_tokens=cached,
-            cached_ratio=cached / known_prompt if known_prompt else None,
-            truncated_replies=requests.truncated,
-            tool_calls=tools.requests,
-            tool_executions=tools.executions,
-            dedup_ratio=tools.dedup_ratio if tools.requests else None,
-            tools=tools,
-            slots=slots,
-            slot_utilisation=slots.busy_time / capacity if capacity > 0 else None,
-            served_by=dict(requests.served_by),
-            rates=self._rates.statistics(),
-            cost=None if self.cost is None else self.cost.report(),
-            cache_by_turn=requests.cache_by_turn(),
+        return collect(
+            now - self._opened,
+            self._runner.ends,
+            self._requests.stats,
+            self._executor.statistics(),
+            self._limiter.statistics(),
+            self._rates.statistics(),
+            None if self.cost is None else self.cost.report(),
         )

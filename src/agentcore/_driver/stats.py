@@ -21,6 +21,7 @@ from ddsketch import LogCollapsingLowestDenseDDSketch
 
 from .._core.cost import CostReport
 from .._core.events import ErrorKind
+from .._core.results import Status
 from .._tools.executor import ToolExecutorStatistics
 from .rate_limiter import RateLimiterStatistics
 from .slot_limiter import SlotStatistics
@@ -35,6 +36,7 @@ __all__ = [
     "Summary",
     "TURN_BUCKETS",
     "TurnCache",
+    "collect",
     "percentile",
 ]
 
@@ -357,3 +359,48 @@ class DriverStatistics:
     second request...): from the second turn on, a server with prefix caching should report
     nearly all of a request's prompt cached (its history is the previous request's prompt and
     reply, replayed byte for byte)."""
+
+
+def collect(  # noqa: PLR0917 - one call site, the driver's
+    wall: float,
+    ends: Mapping[Status, int],
+    requests: RequestTotals,
+    tools: ToolExecutorStatistics,
+    slots: SlotStatistics,
+    rates: RateLimiterStatistics,
+    cost: CostReport | None,
+) -> DriverStatistics:
+    """A driver's :class:`DriverStatistics` over ``wall`` seconds: its runs' ends by status,
+    its request totals and the statistics of its parts."""
+    known_prompt = requests.known_prompt_tokens
+    cached = requests.cached_tokens
+    capacity = slots.max_inflight * wall
+    return DriverStatistics(
+        wall_time=wall,
+        runs=sum(ends.values()),
+        runs_ok=ends["ok"],
+        runs_failed=ends["failed"],
+        runs_cancelled=ends["cancelled"],
+        requests=requests.requests,
+        recent_requests=requests.recent,
+        attempts=requests.attempts,
+        failed_requests=requests.failed,
+        latency=requests.latency.summary(),
+        ttft=requests.ttft.summary(),
+        slot_wait=requests.slot_wait.summary(),
+        prompt_tokens=requests.prompt_tokens,
+        completion_tokens=requests.completion_tokens,
+        cached_tokens=cached,
+        cached_ratio=cached / known_prompt if known_prompt else None,
+        truncated_replies=requests.truncated,
+        tool_calls=tools.requests,
+        tool_executions=tools.executions,
+        dedup_ratio=tools.dedup_ratio if tools.requests else None,
+        tools=tools,
+        slots=slots,
+        slot_utilisation=slots.busy_time / capacity if capacity > 0 else None,
+        served_by=dict(requests.served_by),
+        rates=rates,
+        cost=cost,
+        cache_by_turn=requests.cache_by_turn(),
+    )

@@ -50,6 +50,8 @@ from .logs import cli_logging
 __all__ = ["main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+from .._transports.backends import is_batch
+from .batch_progress import journal_path, show_hops
 
 _EPILOG = """exit codes:
   0    every input finished ok
@@ -341,6 +343,7 @@ def _driver_options(args: argparse.Namespace) -> dict[str, Any]:
     if getattr(args, "slot_policy", None) is not None:
         options["slot_policy"] = args.slot_policy
     if getattr(args, "adaptive", False):
+    hops_shown: bool = False,
         options["adaptive"] = True
     if getattr(args, "service_tier", None) is not None:
         options["service_tier"] = args.service_tier
@@ -357,6 +360,8 @@ def _driver_options(args: argparse.Namespace) -> dict[str, Any]:
 def _read_prices(path: Path) -> Any:
     """The JSON price table of ``--prices`` (checked when the driver opens)."""
     try:
+            if hops_shown:  # a Batch API backend's hops (``--backend openai-batch://``)
+                nursery.start_soon(show_hops, driver, sys.stderr)
         return orjson.loads(path.read_bytes())
     except OSError as exc:
         raise ConfigError(f"cannot read --prices {path}: {exc.strerror}") from None
@@ -488,6 +493,13 @@ def _cmd_worker(args: argparse.Namespace) -> int:
         "exit_when_done": args.exit_when_done,
         **_driver_options(args),
     }
+    if is_batch(args.backend):  # the hops' journal lives beside the results (docs/batch.md)
+        journal = journal_path(out_path)
+        if not args.resume:
+            journal.unlink(missing_ok=True)
+        options["journal"] = str(journal)
+        options.update({k: v for k, v in (("gather", args.batch_gather),
+                                          ("poll", args.batch_poll)) if v is not None})  # fmt: skip
     return run_worker_command(
         load_task(args.task), args.queue, quiet=args.quiet, worker_options=options
     )
@@ -503,6 +515,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         f"agentcore demo: {args.agents} research agents on {args.backend} "
         f"({args.max_inflight} inference slots)",
         file=sys.stderr,
+                hops_shown=is_batch(args.backend) and not args.quiet,
     )
     results, stats = trio.run(
         lambda: _execute(
@@ -590,6 +603,8 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser(
         "run",
         help="run a task over a JSONL file of inputs",
+    ("batch_delay", float, "seconds from a batch's creation until it ends"),
+    ("batch_fail_rate", float, "share of batch lines that fail"),
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -703,6 +718,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     trace.add_argument("trace", help="the trace file written by --trace")
     trace.add_argument("-o", "--output", required=True, help="timeline.svg or timeline.html")
+    run.add_argument(
+        "--batch-poll",
+        type=_positive_float,
+        default=None,
+        help="openai-batch:// and anthropic-batch://: seconds before a hop's first poll "
+        "(default 5; later polls back off up to a minute)",
+    )
+    run.add_argument(
+        "--batch-gather",
+        type=_positive_float,
+        default=None,
+        help="openai-batch:// and anthropic-batch://: seconds without a new model call "
+        "before a hop is submitted (default 1)",
+    )
     trace.set_defaults(handler=_cmd_trace)
 
     sim = sub.add_parser("sim", help="serve the simulated OpenAI-compatible backend")

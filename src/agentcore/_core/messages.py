@@ -227,14 +227,19 @@ class ServerTiming:
 class AgentHints:
     """What a serving stack may use to schedule one model request.
 
-    Backends translate these into their own wire format (Dynamo ``nvext.agent_hints`` and
-    session headers, vLLM/SGLang ``priority``...). The core knows nothing about wire formats.
+    ``session_id``, ``parent_session_id`` and ``final`` are the *session contract*: which
+    requests belong to one agent, which agent spawned it, and which request is its last. Each
+    dialect writes them only where its engine reads them (Dynamo's ``x-dynamo-session-*``
+    headers, OpenAI's ``prompt_cache_key``; nothing elsewhere: docs/backends.md). Backends
+    translate the rest into their own wire format too (Dynamo ``nvext.agent_hints``,
+    vLLM/SGLang ``priority``...). The core knows nothing about wire formats.
     """
 
     session_id: str
     """One id per agent run (a sub-agent gets its own)."""
     parent_session_id: str | None = None
-    """The session id of the agent that spawned this one, if any."""
+    """The session id of the agent that spawned this one, if any (a ``map_reduce``'s map
+    agents carry the plan agent's)."""
     turn: int = 0
     """0-based index of this model request within the run."""
     priority: int = 0
@@ -243,7 +248,10 @@ class AgentHints:
     expected_output_tokens: int | None = None
     """Expected length of the reply, if known."""
     final: bool = False
-    """``True`` on the last request of the run (the forced final answer)."""
+    """``True`` once the loop has decided the run must end: the forced final answer (after
+    which the run ends unless the answer fails validation and is asked for again, the retry
+    marked too). A run whose model answers on its own ends without one, since no reply is
+    known to be the answer before it arrives."""
 
 
 @attrs.frozen

@@ -15,6 +15,7 @@ Imports the layers below it (``_core``, ``_codecs``, ``_observe``, ``_transports
 - ``fallback``: model fallback across backends.
 - ``tiers``: the service-tier and price options, and the tiered client of a backend.
 - ``generate``: one-shot generation without an agent loop.
+- ``batch_backend``: Batch API backends' options, client, slots and ledger.
 - ``observed``: the driver's side of step events (deltas, tool calls reported, a run's end).
 - ``slot_limiter``: the trio side of the inference-slot policy.
 - ``rate_limiter``: the trio side of per-minute rate budgets.

@@ -35,6 +35,7 @@ from .._transports.backends import backend as make_backend
 from .._transports.backends import is_sim
 from .._transports.factory import TransportKind, make_transport
 from .._transports.model_client import HttpModelClient, ModelClient
+from .batch_backend import batch_client, batch_ledger, batch_slots, split_batch
 from .driver import Driver
 from .fallback import Fallback, FallbackRequests
 from .options import DriverOptions, resolve_options
@@ -85,6 +86,7 @@ async def _open_client(
     """The model client for ``target``, and the backend as configured (with a cost
     ``ledger``, a tiered client: :mod:`agentcore._driver.tiers`)."""
     tier, options = split_tier(options)
+    batch, options = split_batch(target, options)
     if is_sim(target):
         # The embedded simulator: check the options, start it on a free loopback port, then
         # bind the backend once, as an OpenAI-compatible server in the ``sim`` dialect.
@@ -110,6 +112,10 @@ async def _open_client(
         reuse_streams=configured.reuse_streams,
     )
     client = HttpModelClient(
+    if batch is not None:  # a Batch API: :mod:`agentcore._driver.batch_backend`
+        batched = batch_client(configured, moved, batch, ledger, model)
+        stack.push_async_callback(batched.aclose)
+        return batched, configured
         configured.codec,
         moved,
         timeouts=timeouts,
@@ -276,7 +282,7 @@ async def _open(
         opts = attrs.evolve(opts, backend_options=backend_options)
     tiers = [split_tier(opts.backend_options)[0]]
     tiers += [split_tier(spec.options)[0] for _, spec in specs]
-    ledger = ledger_for(prices, tiers)
+    ledger = batch_ledger(backend, ledger_for(prices, tiers))
     policy = FallbackPolicy() if opts.fallback_on is None else FallbackPolicy(opts.fallback_on)
     try:
         rates = RateLimiter(opts.requests_per_minute, opts.tokens_per_minute)
@@ -321,7 +327,8 @@ async def _open(
         executor = await stack.enter_async_context(
             open_tool_executor(tools, thread_limit=opts.thread_limit, cache_size=opts.cache_size)
         )
-        limiter = SlotLimiter(max_inflight, policy=slot_policy, adaptive=opts.adaptive)
+        slots = batch_slots(client, max_inflight)
+        limiter = SlotLimiter(slots, policy=slot_policy, adaptive=opts.adaptive)
         rng = random.Random(opts.seed)
         primary = ModelRequests(client, limiter, opts.retry, rng.random, rates=rates)
         requests: ModelRequests | FallbackRequests = primary

@@ -6,4 +6,6 @@
 - ``demo``: the task behind ``agentcore demo``.
 - ``logs``: the command line's log handler (agentcore's warnings and a worker's progress on
   stderr).
+- ``batch_progress``: ``run --backend openai-batch://``: the journal beside the results file
+  and the lines saying which hop waits, and since when.
 """

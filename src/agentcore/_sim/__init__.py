@@ -19,6 +19,7 @@ Imports ``_core`` only. Files:
 - ``server``: the trio + h11 HTTP server.
 - ``ratelimit``: requests/tokens per minute, 429s and the ``x-ratelimit-*`` headers.
 - ``tiers``: the ``service_tier`` of a request; flex requests refused for capacity or model.
+- ``batches``: the Batch APIs (OpenAI's files and batches, Anthropic's message batches).
 """
 
 from .config import SimConfig as SimConfig

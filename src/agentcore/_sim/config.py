@@ -157,6 +157,12 @@ class SimConfig:
     flex_refusal_status: Literal[429, 498] = attrs.field(default=429, validator=_refusal_status)
     """How a capacity refusal is answered: ``429`` "Resource Unavailable" (OpenAI) or ``498``
     ``capacity_exceeded`` (Groq)."""
+    batch_delay: float = attrs.field(default=1.0, validator=_number(0.0))
+    """Simulated seconds from a batch's creation until it ends (``/v1/batches``,
+    ``/v1/messages/batches``; see :mod:`agentcore._sim.batches`)."""
+    batch_fail_rate: float = attrs.field(default=0.0, validator=_share)
+    """Share of batch lines that fail (a 500 or 429 line in OpenAI's error file, an
+    ``errored`` result in Anthropic's); a line sent again gets a fresh draw."""
 
     def prefill_seconds(self, uncached_tokens: int) -> float:
         """Simulated seconds to prefill ``uncached_tokens`` prompt tokens."""

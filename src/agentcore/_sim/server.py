@@ -39,6 +39,7 @@ import h11
 import orjson
 import trio
 
+from .batches import BatchStore
 from .config import SimConfig
 from .engine import Engine
 from .policy import FaultInjector, plan_reply, prompt_digest
@@ -113,6 +114,10 @@ class SimStatistics:
     """Chat requests that asked for the flex service tier (refused or not)."""
     flex_refused: int = 0
     """Of those, refused for capacity (``SimConfig.flex_refuse_rate``)."""
+    batches_created: int = 0
+    """Batches created through ``/v1/batches`` and ``/v1/messages/batches``."""
+    batch_lines: int = 0
+    """Batch lines answered (succeeded or failed)."""
 
 
 def _reason(status: int) -> bytes:
@@ -139,6 +144,7 @@ class _App:
         )
         self.numbers = itertools.count(1)
         self.tokens = TokenMemo()
+        self.batches = BatchStore(config, self.tokens, self.numbers)
         self.requests = 0
         self.streamed = 0
         self.rejected = 0
@@ -180,6 +186,8 @@ class _App:
             internal_errors=self.internal_errors,
             flex_requests=self.tiers.flex_requests,
             flex_refused=self.tiers.refused,
+            batches_created=self.batches.batches_created,
+            batch_lines=self.batches.batch_lines,
         )
 
     # -- connection cycle ---------------------------------------------------------------------
@@ -253,12 +261,14 @@ class _App:
         status: int,
         body: bytes,
         headers: Headers = [],  # noqa: B006 - never mutated
+        *,
+        content_type: bytes = _JSON,
     ) -> None:
         response = h11.Response(
             status_code=status,
             reason=_reason(status),
             headers=[
-                (b"content-type", _JSON),
+                (b"content-type", content_type),
                 (b"content-length", str(len(body)).encode()),
                 *headers,
             ],
@@ -310,6 +320,14 @@ class _App:
         elif path == b"/reset_prefix_cache" and method == b"POST":
             self.engine.cache.clear()
             await self._respond(conn, stream, 200, b"")
+        elif (
+            routed := self.batches.route(
+                method, path, dict(request.headers), body, trio.current_time()
+            )
+        ) is not None:
+            status, answer, content_type = routed
+            self.rejected += status >= 400
+            await self._respond(conn, stream, status, answer, content_type=content_type)
         else:
             await self._reject(
                 conn, stream, 404, f"no route for {method.decode()} {path.decode(errors='replace')}"
@@ -464,7 +482,9 @@ async def open_sim_server(
     """Run a simulated OpenAI-compatible backend for the duration of the block.
 
     The server answers ``POST /v1/chat/completions`` (plain and streamed), ``GET /v1/models``,
-    ``GET /health`` and ``POST /reset_prefix_cache``. Its model calls offered tools with
+    ``GET /health``, ``POST /reset_prefix_cache``, and the Batch APIs (OpenAI's ``/v1/files``
+    and ``/v1/batches``, Anthropic's ``/v1/messages/batches`` and ``/v1/messages``:
+    :mod:`agentcore._sim.batches`). Its model calls offered tools with
     schema-valid arguments for ``config.tool_rounds`` turns, then answers (JSON valid against
     the requested schema, when there is one). Its latency model has ``config.slots`` batch
     slots, prefill time per uncached prompt token, decode time per output token and a block

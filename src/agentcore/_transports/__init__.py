@@ -18,4 +18,9 @@ Imports ``_core``, ``_codecs`` and ``_observe``. Files:
 - ``tiered``: a model client sending each request on a service tier (flex, then standard on
   a capacity refusal) and counting what each tier served.
 - ``deltas``: deltas of a streamed reply, from a model client to whoever watches.
+- ``batch_api``: the providers' Batch APIs on the wire (OpenAI's files + batches, Anthropic's
+  message batches): submit, poll, results.
+- ``batch_journal``: the journal of a batch backend's hops (what was submitted, its batch id,
+  its answers), so a restarted process resumes a hop instead of submitting it again.
+- ``batching``: a model client sending model calls through a Batch API, one hop at a time.
 """

@@ -13,7 +13,13 @@ URL                              dialect    base URL                            
 ``llamacpp://host[:port][/path]``  llamacpp   ``http://host:8080/v1``                 lean
 ``anthropic://``                 anthropic  ``https://api.anthropic.com``           httpx
 ``sim://``                       sim        started by the driver                   lean
+``openai-batch://[host]``        openai     OpenAI's Batch API (``/v1/batches``)    httpx
+``anthropic-batch://[host]``     anthropic  Anthropic's Message Batches API         httpx
 ===============================  =========  ======================================  =========
+
+The ``*-batch`` schemes send every model call through the provider's Batch API
+(``docs/batch.md``); with a host they address a compatible server (plain HTTP on a loopback
+host, as the simulator serves it; HTTPS otherwise).
 
 ``dialect=`` picks the dialect of a plain ``http(s)://`` URL (``openai`` by default; any
 OpenAI-compatible dialect, or ``anthropic``). The key for ``openai://`` and ``anthropic://``
@@ -47,7 +53,7 @@ from .._codecs.reply_limit import DEFAULT_MAX_REPLY_BYTES, check_max_reply_bytes
 from .._core.errors import ConfigError
 from .._core.validators import check_header_value
 
-__all__ = ["backend", "is_sim"]
+__all__ = ["BATCH_SCHEMES", "backend", "is_batch", "is_sim"]
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
@@ -160,6 +166,8 @@ def _configure(  # noqa: PLR0917 - private, one caller
         base = _base_url("http", parts, record.port)
         codec = _openai_codec(base, model, api_key, scheme, options)
         return _dialect_backend(scheme, base, codec, transport, stream, given)
+    if scheme in BATCH_SCHEMES:
+        return _batch_backend(scheme, parts, model, api_key, options, transport, stream, given)
     if scheme == "openai":
         _no_dialect(options, "openai")
         if parts.hostname:
@@ -213,7 +221,53 @@ def _configure(  # noqa: PLR0917 - private, one caller
 def _schemes() -> list[str]:
     """The URL schemes :func:`backend` takes besides ``http`` and ``https``."""
     own = [name for name, record in DIALECTS.items() if record.port is not None]
-    return ["openai", "anthropic", "bedrock", *own, "sim"]
+    return ["openai", "anthropic", "bedrock", *own, "sim", *BATCH_SCHEMES]
+
+
+BATCH_SCHEMES = ("openai-batch", "anthropic-batch")
+"""The URL schemes of the providers' Batch APIs."""
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def is_batch(target: object) -> bool:
+    """Whether ``target`` is a Batch API URL (``openai-batch://``, ``anthropic-batch://``)."""
+    return isinstance(target, str) and _scheme(target) in BATCH_SCHEMES
+
+
+def _batch_backend(  # noqa: PLR0917 - private, one call site
+    scheme: str,
+    parts: SplitResult,
+    model: str,
+    api_key: str | None,
+    options: dict[str, Any],
+    transport: TransportKind | None,
+    stream: bool,
+    given: dict[str, Any],
+) -> Backend:
+    """A Batch API backend: the synchronous dialect's codec (each batch line is the body the
+    synchronous endpoint would get) at the provider's base URL."""
+    vendor = scheme.removesuffix("-batch")
+    _no_dialect(options, vendor)
+    if stream:
+        raise ConfigError(f"{scheme}:// answers whole replies; stream=True does not apply")
+    loopback = parts.hostname in _LOOPBACK
+    if vendor == "openai":
+        if parts.hostname:
+            base = _base_url("http" if loopback else "https", parts, None)
+        else:
+            base = OPENAI_BASE_URL
+            api_key = _key(api_key, "OPENAI_API_KEY", f"{scheme}://")
+            options.setdefault("max_tokens_field", "max_completion_tokens")
+        codec = _openai_codec(base, model, api_key, "openai", options)
+    else:
+        if parts.hostname:
+            base = _base_url("http" if loopback else "https", parts, None, default_path="")
+        else:
+            base = ANTHROPIC_BASE_URL
+            api_key = _key(api_key, "ANTHROPIC_API_KEY", f"{scheme}://")
+        codec = _anthropic_codec(base, model, api_key, options)
+    kind: TransportKind = transport or ("lean" if loopback else "httpx")
+    return Backend(scheme, base, codec, kind, False, False, given)
 
 
 def _dialect_backend(  # noqa: PLR0917 - private

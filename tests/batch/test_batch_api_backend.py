@@ -1,0 +1,176 @@
+"""``--backend openai-batch://`` and ``anthropic-batch://`` end to end: 100 agents with three
+tool turns each through the simulator's Batch APIs, the process killed (SIGKILL) while a hop
+is in flight and resumed, against the same simulator in its own process."""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+import trio
+
+from agentcore import load_task, run_batch
+from agentcore._tasks.results_file import ResultRecord
+
+from tests.batch.test_cli import _cli, _records
+
+TOOLS = '''
+import agentcore
+
+@agentcore.tool
+def lookup(term: str) -> str:
+    """Look a term up.
+
+    Args:
+        term: what to look up.
+    """
+    return "found " + term
+'''
+
+TASK = """
+name = "lookup"
+system = "You look terms up and report."
+prompt = "Look up the term below and report.\\n\\nTerm: {term}"
+max_turns = 6
+tools = ["batchtools:lookup"]
+
+[output_fields]
+term = "str"
+found = "bool"
+notes = "list[str]"
+"""
+
+AGENTS = 100
+TOOL_TURNS = 3
+
+
+@pytest.fixture
+def sim_url() -> Iterator[str]:
+    """A simulator in its own process (it outlives the killed run), batches ending 1.5 s after
+    their creation, three tool turns per agent."""
+    proc = subprocess.Popen(
+        [*_cli("sim", "--port", "0", "--tool-rounds", str(TOOL_TURNS), "--batch-delay", "1.5")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "serving" in line, line
+        yield line.split("serving ", 1)[1].split()[0]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+
+
+def _folder(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
+    (tmp_path / "batchtools.py").write_text(TOOLS)
+    task = tmp_path / "task.toml"
+    task.write_text(TASK)
+    inputs = tmp_path / "inputs.jsonl"
+    inputs.write_bytes(b"".join(orjson.dumps({"term": f"t{i}"}) + b"\n" for i in range(AGENTS)))
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    return task, inputs, env
+
+
+def _journal(out: Path) -> list[dict[str, object]]:
+    path = out.with_name(out.name + ".batch-journal.jsonl")
+    if not path.exists():
+        return []
+    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.endswith(b"}")]
+
+
+def _created(sim_url: str, kind: str) -> list[dict[str, object]]:
+    path = "/batches" if kind == "openai" else "/messages/batches"
+    listing = httpx.get(sim_url + path, timeout=30).json()
+    return list(listing["data"])
+
+
+def _kill_during_hop(command: list[str], env: dict[str, str], out: Path, hop: int) -> str:
+    """Run ``command`` until the journal records hop ``hop``'s batch, then SIGKILL it."""
+    proc = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            batches = [r for r in _journal(out) if r["t"] == "batch"]
+            if len(batches) >= hop:
+                proc.send_signal(signal.SIGKILL)
+                break
+            assert proc.poll() is None, "the run ended before it could be killed"
+            time.sleep(0.02)
+        else:
+            pytest.fail("the hop was never submitted")
+    finally:
+        proc.kill()
+        _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    return stderr
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+def test_a_run_killed_during_a_hop_resumes_without_submitting_any_hop_twice(
+    tmp_path: Path, sim_url: str, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task, inputs, env = _folder(tmp_path)
+    out = tmp_path / "out.jsonl"
+    host = sim_url.removesuffix("/v1").removeprefix("http://")
+    backend = f"{kind}-batch://{host}"
+    base = ["run", task, inputs, "-o", out, "--backend", backend, "--model", "m"]
+    fast = ["--batch-poll", "0.1", "--batch-gather", "0.3"]
+
+    stderr = _kill_during_hop(_cli(*base, *fast), env, out, hop=2)
+    assert "hop 1: batch" in stderr  # the progress says which hop waits, and since when
+    assert " since " in stderr
+    submitted = [r for r in _journal(out) if r["t"] == "batch"]
+    ended = [r for r in _journal(out) if r["t"] == "results"]
+    assert len(submitted) == 2
+    assert len(ended) == 1  # killed while the second hop was in flight
+
+    resumed = subprocess.run(
+        _cli(*base, *fast, "--resume"), env=env, capture_output=True, text=True, timeout=180
+    )
+    assert resumed.returncode == 0, resumed.stderr
+
+    records = _records(out)
+    assert sorted(r["index"] for r in records) == list(range(AGENTS))  # type: ignore[type-var]
+    assert all(r["status"] == "ok" for r in records)
+    assert all(r["turns"] == TOOL_TURNS + 1 for r in records)
+
+    journal = _journal(out)
+    hops = [r for r in journal if r["t"] == "batch"]
+    created = _created(sim_url, kind)
+    # Every hop was submitted once: the server created exactly the journal's batches, and no
+    # request went into two of them.
+    assert sorted(str(r["id"]) for r in hops) == sorted(str(b["id"]) for b in created)
+    assert len({r["hop"] for r in hops}) == len(hops)
+    ids = [i for r in journal if r["t"] == "intent" for i in r["ids"]]  # type: ignore[attr-defined]
+    assert len(ids) == len(set(ids)) == AGENTS * (TOOL_TURNS + 1)
+
+    # The same agents on the synchronous endpoint give the same outputs.
+    assert _standard_outputs(task, inputs, host, kind, monkeypatch, tmp_path) == {
+        r["index"]: r["output"] for r in records
+    }
+
+
+def _standard_outputs(
+    task: Path, inputs: Path, host: str, kind: str, monkeypatch: pytest.MonkeyPatch, folder: Path
+) -> dict[object, object]:
+    """Each agent's output through the synchronous endpoint of the same dialect."""
+    monkeypatch.syspath_prepend(str(folder))
+    loaded = load_task(task)
+    values = [orjson.loads(line) for line in inputs.read_bytes().splitlines()]
+    results = trio.run(
+        functools.partial(
+            run_batch, loaded, values, backend=f"http://{host}", model="m", dialect=kind
+        )
+    )
+    records = [orjson.loads(ResultRecord.of_result(r, r.index).encode()) for r in results]
+    return {r["index"]: r["output"] for r in records}

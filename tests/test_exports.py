@@ -33,7 +33,8 @@ NAMESPACES = {
         "Tool", "tool", "ToolExecutorStatistics", "ToolStatistics", "RunContext",
         "McpServer", "McpToolError", "open_mcp_tools",
         # the driver
-        "Driver", "DriverOptions", "open_driver", "Fallback", "FallbackPolicy", "Result",
+        "Driver", "DriverOptions", "open_driver", "Fallback", "FallbackPolicy", "CircuitBreaker",
+        "Result",
         "ResultStream", "RunTimings", "Timeouts",
         "RetryPolicy", "SlotStatistics", "DriverStatistics", "RequestStats", "Summary",
         "RateLimiterStatistics",

@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from ._driver.open import open_driver as open_driver
     from ._driver.fallback import Fallback as Fallback
     from ._driver.options import DriverOptions as DriverOptions
+    from ._core.fallback import CircuitBreaker as CircuitBreaker
     from ._core.fallback import FallbackPolicy as FallbackPolicy
     from ._core.results import Result as Result
     from ._driver.runs import ResultStream as ResultStream
@@ -167,6 +168,7 @@ _EXPORTS: dict[str, str] = {
     "Fallback": "_driver.fallback",
     "DriverOptions": "_driver.options",
     "FallbackPolicy": "_core.fallback",
+    "CircuitBreaker": "_core.fallback",
     "Result": "_core.results",
     "ResultStream": "_driver.runs",
     "RunTimings": "_core.results",
@@ -223,6 +225,7 @@ __all__ = [
     "BatchStream",
     "Budget",
     "BudgetExceeded",
+    "CircuitBreaker",
     "ConfigError",
     "DecodeError",
     "Driver",

@@ -18,7 +18,8 @@ the folder and fails on anything else). Files:
   over, pauses the fleet, fatal at warm-up; every layer reads it.
 - ``retry``: the retry policy (which failures, how long to back off, the repeat rule).
 - ``rejection``: the rule that ends a run whose server keeps refusing its request the same way.
-- ``fallback``: the pure policy of model fallback across backends.
+- ``fallback``: the pure policies of model fallback across backends (which failures go on to
+  the next backend; each backend's circuit breaker).
 - ``service_tier``: the pure policy of service tiers (standard, flex, flex then standard) and
   what a refusal on flex means.
 - ``cost``: prices per model and tier (a default table the user overrides) and the cost

@@ -13,6 +13,8 @@ from nowhere else:
 - the rate limiter holds back a per-minute budget on ``holds_back_budget``;
 - model fallback (:mod:`agentcore._core.fallback`) moves a request to the next backend by
   default on ``falls_over``, and refuses to be told to on a kind without ``may_fall_over``;
+- a backend's circuit breaker (:class:`~agentcore._core.fallback.CircuitBreaker`) counts a
+  failed attempt towards opening by default on ``trips_breaker``;
 - distributed workers publish a pause that every worker waits out on ``pauses_fleet``;
 - a batch's warm-up stops the batch before it starts on ``fatal_at_warm_up``;
 - the testing kit's strategies draw ``retryable`` from ``retryable``.
@@ -40,6 +42,7 @@ Column = Literal[
     "holds_back_budget",
     "falls_over",
     "may_fall_over",
+    "trips_breaker",
     "pauses_fleet",
     "fatal_at_warm_up",
 ]
@@ -63,6 +66,10 @@ class KindPolicy:
     fail the same way."""
     may_fall_over: bool = True
     """May be named in ``FallbackPolicy.on`` at all."""
+    trips_breaker: bool = False
+    """In :class:`~agentcore.CircuitBreaker`'s default ``on``: the backend could not be reached
+    or did not answer at all, so a few such attempts in a row send new requests straight to
+    the next backend for a cool-down. Not a kind the server answers with (it is alive)."""
     pauses_fleet: bool = False
     """Distributed workers publish a pause that every worker of the batch waits out."""
     fatal_at_warm_up: bool = False
@@ -85,10 +92,13 @@ _ROWS: dict[ErrorKind, KindPolicy] = {
     # Usually transient; the same 5xx word for word twice is deterministic (llama-server's
     # "500 Failed to parse tool call arguments as JSON" for a history it cannot render).
     ErrorKind.SERVER: KindPolicy(retryable=True, final_when_repeated=True, falls_over=True),
-    ErrorKind.TIMEOUT: KindPolicy(retryable=True, falls_over=True),
+    # No answer at all: a few in a row open the backend's circuit breaker.
+    ErrorKind.TIMEOUT: KindPolicy(retryable=True, falls_over=True, trips_breaker=True),
     ErrorKind.CONFLICT: KindPolicy(retryable=True),
     # Cannot connect, reset, cut stream; at warm-up (after retries) no job could connect.
-    ErrorKind.CONNECTION: KindPolicy(retryable=True, falls_over=True, fatal_at_warm_up=True),
+    ErrorKind.CONNECTION: KindPolicy(
+        retryable=True, falls_over=True, trips_breaker=True, fatal_at_warm_up=True
+    ),
     # The request's own fault: the same request fails the same way anywhere.
     ErrorKind.BAD_REQUEST: KindPolicy(),
     # A configuration to fix, not to hide behind another backend; every job would hit it.

@@ -13,6 +13,7 @@ Imports the layers below it (``_core``, ``_codecs``, ``_observe``, ``_transports
 - ``feed``: the worker pool, ready line and parked deadlines of one result stream.
 - ``requests``: the model request path (slot, rate budget, attempts, retries).
 - ``fallback``: model fallback across backends.
+- ``breaker``: the trio side of a backend's circuit breaker (model fallback).
 - ``tiers``: the service-tier and price options, and the tiered client of a backend.
 - ``generate``: one-shot generation without an agent loop.
 - ``batch_backend``: Batch API backends' options, client, slots and ledger.

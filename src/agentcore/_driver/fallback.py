@@ -9,6 +9,13 @@ it fails for good there, the pure :class:`~agentcore._core.fallback.FallbackPoli
 whether it goes on to the next. Slots are per backend: a request waiting for, or holding, a
 slot of one backend never holds one of another.
 
+Every backend but the last has a circuit breaker (:class:`~agentcore._driver.breaker.BackendBreaker`
+over the pure :class:`~agentcore._core.fallback.Breaker`, configured by a
+:class:`~agentcore._core.fallback.CircuitBreaker`; ``None`` turns it off): while it is open a
+request passes that backend over and starts on the next one at once, and when its cool-down
+is over one request is sent as the probe (a probe cancelled before its first attempt's outcome
+hands the probe on).
+
 The request statistics of every backend go to one list (``RequestStats.backend`` names the
 backend), and a run records which backend gave the final event of each of its requests
 (``Result.served_by``). A request that fell over is still one request of its run: its
@@ -23,9 +30,10 @@ from typing import Any
 import attrs
 
 from .._core.events import CallModel, ModelFailed, ModelResponded
-from .._core.fallback import FallbackPolicy
+from .._core.fallback import CircuitBreaker, FallbackPolicy
 from .._core.validators import optional_int_at_least, optional_nonempty_str
 from .._observe.steps import StepSink
+from .breaker import BackendBreaker, PassedOver
 from .requests import ModelRequests, StreamSink
 from .runs import Run
 
@@ -59,10 +67,17 @@ class Fallback:
 class FallbackRequests:
     """Sends model requests through an ordered list of backends (see the module docstring)."""
 
-    def __init__(self, routes: Sequence[tuple[str, ModelRequests]], policy: FallbackPolicy) -> None:
+    def __init__(
+        self,
+        routes: Sequence[tuple[str, ModelRequests]],
+        policy: FallbackPolicy,
+        breaker: CircuitBreaker | None = None,
+    ) -> None:
         self._names = [name for name, _ in routes]
         self._routes = [requests for _, requests in routes]
         self._policy = policy
+        for requests in self._routes[:-1]:
+            requests.breaker = None if breaker is None else BackendBreaker(breaker, policy.on)
         self.stats = self._routes[0].stats
         """Shared by every backend: a request that fell over counts once per backend it
         visited (``RequestStats.backend`` says which)."""
@@ -95,7 +110,25 @@ class FallbackRequests:
         routes = self._routes
         index = 0
         while True:
-            event = await routes[index].send(call, run, sink)
+            route = routes[index]
+            breaker = route.breaker
+            if breaker is None:
+                event = await route.send(call, run, sink)
+            else:
+                admission = breaker.admit()
+                if not admission.send:
+                    index += 1  # passed over while open: never the last, which has none
+                    continue
+                probe = admission.probe
+                try:
+                    event = await route.send(call, run, sink, probe=probe)
+                except PassedOver:
+                    index += 1  # it opened while the request waited for its first slot
+                    continue
+                except BaseException:
+                    if probe:
+                        breaker.abandon(probe)
+                    raise
             if isinstance(event, ModelFailed) and not (sink is not None and sink.delivered):
                 following = self._policy.next(index, len(routes), event.error)
                 if following is not None:

@@ -21,7 +21,7 @@ from .._codecs.codec import Backend
 from .._codecs.http import Timeouts
 from .._core.cost import CostLedger
 from .._core.errors import ConfigError
-from .._core.fallback import FallbackPolicy
+from .._core.fallback import CircuitBreaker, FallbackPolicy
 from .._core.retry import RetryPolicy
 from .._core.slots import SlotPolicy
 from .._core.validators import check_choice
@@ -217,6 +217,8 @@ def _fallback_requests(
     fallbacks: Sequence[tuple[str, ModelClient, SlotLimiter]],
     policy: FallbackPolicy,
     retrying: tuple[RetryPolicy, random.Random],
+    *,
+    breaker: CircuitBreaker | None = None,
 ) -> FallbackRequests:
     retry, rng = retrying
     names = [name for name, _, _ in fallbacks]
@@ -226,7 +228,7 @@ def _fallback_requests(
     routes = [(primary_name, primary)]
     for name, client, limiter in fallbacks:
         routes.append((name, ModelRequests(client, limiter, retry, rng.random, name)))
-    return FallbackRequests(routes, policy)
+    return FallbackRequests(routes, policy, breaker)
 
 
 @asynccontextmanager
@@ -339,6 +341,7 @@ async def _open(
                 routes,
                 policy,
                 (opts.retry, rng),
+                breaker=opts.circuit_breaker,
             )
         observed = opts.trace is not None or opts.otel
         driver = Driver(

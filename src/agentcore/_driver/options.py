@@ -23,7 +23,7 @@ from .._codecs.codec import Backend
 from .._codecs.http import Timeouts
 from .._core.errors import ConfigError
 from .._core.events import ErrorKind
-from .._core.fallback import FallbackPolicy
+from .._core.fallback import CircuitBreaker, FallbackPolicy
 from .._core.retry import RetryPolicy
 from .._core.slots import SlotPolicy
 from .._core.validators import int_at_least, is_bool, is_int, one_of, optional_int_at_least
@@ -154,6 +154,11 @@ class DriverOptions:
     fallback_on: frozenset[ErrorKind] | None = attrs.field(default=None, converter=_fallback_on)
     """The error kinds that send a request on to the next backend (``None``: the kinds whose
     row in the error table says so)."""
+    circuit_breaker: CircuitBreaker | None = attrs.field(
+        factory=CircuitBreaker, validator=_instance_of(CircuitBreaker, optional=True)
+    )
+    """With fallbacks: when a backend that keeps failing is passed over for a while (a
+    :class:`~agentcore.CircuitBreaker` per backend but the last; ``None``: never)."""
     deps: Any = None
     """Any object, handed to tools in their :class:`~agentcore.RunContext` (``ctx.deps``)."""
     mcp: Sequence[McpServer] = attrs.field(default=(), converter=_mcp)

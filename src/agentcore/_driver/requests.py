@@ -11,6 +11,11 @@ slot and queues again; the first success or the final failure ends the request. 
 client never raises for server or network failures (they come back classified), so the only
 exceptions here are cancellations, which release the slot on their way out.
 
+With model fallback, a backend's circuit breaker (:attr:`ModelRequests.breaker`,
+:mod:`agentcore._driver.breaker`) is told the outcome of every attempt; once it opens, a
+failed request stops retrying here (its back-off is cut short) and falls over to the next
+backend.
+
 Every step is a step event (:mod:`agentcore._observe.steps`) pushed to one optional sink: the
 run's (``run.steps``), or :attr:`ModelRequests.sink` for requests made outside any run. With
 no sink nothing is built but the failure path's events (a retry, a request failed for good),
@@ -31,7 +36,7 @@ import trio
 
 from .._codecs.codec import Delta
 from .._codecs.exchange import Exchange
-from .._core.events import CallModel, ModelError, ModelFailed, ModelResponded
+from .._core.events import CallModel, ErrorKind, ModelError, ModelFailed, ModelResponded
 from .._core.messages import Usage
 from .._core.ratebudget import Reservation
 from .._core.retry import RetryPolicy
@@ -46,6 +51,7 @@ from .._observe.steps import (
 )
 from .._transports.deltas import stream_exchange
 from .._transports.model_client import ModelClient
+from .breaker import BackendBreaker, PassedOver
 from .observed import step_deltas
 from .rate_limiter import RateLimiter
 from .runs import Run
@@ -116,6 +122,9 @@ class ModelRequests:
         self.sink: StepSink | None = None
         """Where the step events of requests made outside any run go (``None``: nobody
         listens but the log sink, see :func:`~agentcore._observe.log_sink.run_sink`)."""
+        self.breaker: BackendBreaker | None = None
+        """This backend's circuit breaker (set by model fallback on every backend but the
+        last): told every attempt's outcome; once open, a retry here stops and falls over."""
 
     async def park(
         self, call: CallModel, run: Run, wake: Callable[[Run, Slot | None], object]
@@ -172,6 +181,7 @@ class ModelRequests:
         run: Run | None,
         sink: StreamSink | None = None,
         granted: Granted | None = None,
+        probe: int = 0,
     ) -> ModelResponded | ModelFailed:
         """Make ``call`` through a slot, retrying as the policy allows; record its statistics.
 
@@ -179,6 +189,7 @@ class ModelRequests:
         delivered is final. Each step is reported to the run's step sink (``run.steps``; for
         a request outside any run, :attr:`sink`). ``granted``: the slot and rate reservation
         of the first attempt, from :meth:`park` (the slot is given back on every way out).
+        ``probe``: the ticket of the :attr:`breaker`'s probe, when this request is it.
         """
         steps = self.sink if run is None else run.steps
         if run is None and steps is None:
@@ -190,25 +201,43 @@ class ModelRequests:
         attempts = 0
         slot_wait = 0.0
         previous: ModelError | None = None
+        failed: ErrorKind | None = None
+        breaker = self.breaker
         while True:
-            slot, reservation, given_back = await self._take(call, run, steps, granted)
+            took = await self._take(call, run, steps, granted, failed, probe)
             granted = None
+            if took is None:  # the backend's breaker opened while this request waited
+                if failed is None:
+                    raise PassedOver  # never sent here: fallback starts it on the next one
+                now = trio.current_time()
+                break  # falls over with its last failure
+            slot, reservation, given_back = took
             attempts += 1
             slot_wait += given_back + slot.wait
             if run is not None and attempts == 1:
                 run.turns += 1
             exchange, now = await self._attempt(call, run, steps, sink, slot, reservation, attempts)
             event = exchange.event
+            if breaker is not None:
+                breaker.record(now, event, probe)
+                probe = 0  # a probe's first attempt is its verdict
             if isinstance(event, ModelResponded):
                 break
             wait = self._retry_after(event.error, previous, attempts, now - first, now)
             previous = event.error
+            failed = event.error.kind
             if wait is None or (sink is not None and sink.delivered):
                 break
+            if breaker is not None and not breaker.may_send(failed):
+                break  # the breaker opened: the request falls over now instead
             failure_sink(steps).push(
                 RetryScheduled(run_id, call.request_id, attempts, event.error, wait, now)
             )
-            await trio.sleep(wait)
+            if breaker is None:
+                await trio.sleep(wait)
+            elif not await breaker.back_off(wait, failed):
+                now = trio.current_time()
+                break  # it opened during the back-off
         turn = call.hints.turn
         if isinstance(event, ModelFailed):
             failure_sink(steps).push(
@@ -234,11 +263,19 @@ class ModelRequests:
         self._record(call, run, event, attempts, slot_wait, latency, now - first, exchange.ttft)
         return event
 
-    async def _take(
-        self, call: CallModel, run: Run | None, steps: StepSink | None, granted: Granted | None
-    ) -> tuple[Slot, Reservation | None, float]:
+    async def _take(  # noqa: PLR0917 - private, called once per attempt
+        self,
+        call: CallModel,
+        run: Run | None,
+        steps: StepSink | None,
+        granted: Granted | None,
+        failed: ErrorKind | None,
+        probe: int,
+    ) -> tuple[Slot, Reservation | None, float] | None:
         """A slot for the next attempt (``granted``: the one :meth:`park` took), with its rate
-        reservation and the waits of the slots given back to wait for rate budget first."""
+        reservation and the waits of the slots given back to wait for rate budget first;
+        ``None`` if the :attr:`breaker` no longer lets the request be sent here (``failed``:
+        why its last attempt failed, ``probe``: its probe ticket)."""
         rates = self.rates
         given_back = 0.0
         while True:
@@ -267,6 +304,11 @@ class ModelRequests:
                 self._limiter.release(slot)
                 rates.unsent(reservation)
                 continue
+            breaker = self.breaker
+            if breaker is not None and not breaker.may_send(failed, probe):
+                self._limiter.release(slot)
+                rates.unsent(reservation)
+                return None
             if reservation is None:
                 rates.blind += 1  # sent before any limit is known
             return slot, reservation, given_back

@@ -55,18 +55,22 @@ def split_batch(
     return mine, rest
 
 
-def batch_client(
+def batch_client(  # noqa: PLR0917 - the call site's values, in its order
     configured: Backend,
     transport: Transport,
     settings: Mapping[str, Any],
     ledger: CostLedger | None,
     model: str,
+    stream: bool | None = None,
 ) -> BatchModelClient:
     """The Batch API client of ``configured`` over ``transport``.
 
     Raises:
-        ConfigError: the journal cannot be read.
+        ConfigError: ``stream=True`` (a batch answers whole replies), or the journal cannot be
+            read.
     """
+    if stream:
+        raise ConfigError(f"{configured.name}:// answers whole replies; stream=True does not apply")
     api = OPENAI_BATCHES if configured.name == "openai-batch" else ANTHROPIC_BATCHES
     journal = BatchJournal(settings.get("journal"))
     timing = {k: float(settings[k]) for k in ("gather", "poll", "poll_max") if k in settings}

@@ -113,7 +113,7 @@ async def _open_client(
     )
     client = HttpModelClient(
     if batch is not None:  # a Batch API: :mod:`agentcore._driver.batch_backend`
-        batched = batch_client(configured, moved, batch, ledger, model)
+        batched = batch_client(configured, moved, batch, ledger, model, stream)
         stack.push_async_callback(batched.aclose)
         return batched, configured
         configured.codec,

@@ -466,7 +466,7 @@ class BatchStore:
         fault = self.faults.decide(digest)
         if fault is not None:
             kind = "rate_limit_error" if fault == 429 else "server_error"
-            message = "The batch line failed (simulated)"
+            message = f"The batch line failed (simulated; request req_{next(self.numbers)})"
             return fault, {"error": {"message": message, "type": kind, "param": None,
                                      "code": None}}  # fmt: skip
         tokens = self.tokens.split(parts)

@@ -57,6 +57,9 @@ class BatchState:
     """Lines in the batch."""
     where: tuple[str, ...] = ()
     """Where the results are (OpenAI: the output and error file ids; Anthropic: the URL)."""
+    batch_id: str = ""
+    """The batch's id (named in the errors of its unanswered lines, so that the same line
+    unanswered in two batches is not taken for a deterministic failure)."""
 
 
 def _unavailable(reason: str) -> LineResult:
@@ -190,7 +193,8 @@ class _OpenAIBatches:
         where = tuple(f for f in (batch.get("output_file_id"), batch.get("error_file_id")) if f)
         ended = status in ("completed", "failed", "expired", "cancelled")
         done = int(counts.get("completed") or 0) + int(counts.get("failed") or 0)
-        return BatchState(status, ended, done, int(counts.get("total") or 0), where)
+        total = int(counts.get("total") or 0)
+        return BatchState(status, ended, done, total, where, batch_id)
 
     async def results(
         self, transport: Transport, sample: HttpRequest, state: BatchState, custom_ids: list[str]
@@ -211,9 +215,10 @@ class _OpenAIBatches:
                 else:
                     error = line.get("error") or {}
                     found[custom_id] = _unavailable(
-                        f"batch line not answered: {error.get('code')}: {error.get('message')}"
+                        f"batch {state.batch_id}: line not answered: {error.get('code')}: "
+                        f"{error.get('message')}"
                     )
-        reason = f"batch {state.status}: the line has no result"
+        reason = f"batch {state.batch_id} {state.status}: the line has no result"
         return {cid: found.get(cid) or _unavailable(reason) for cid in custom_ids}
 
 
@@ -257,7 +262,8 @@ class _AnthropicBatches:
         total = sum(int(v or 0) for v in counts.values())
         done = total - int(counts.get("processing") or 0)
         url = batch.get("results_url")
-        return BatchState(status, status == "ended", done, total, (url,) if url else ())
+        where = (url,) if url else ()
+        return BatchState(status, status == "ended", done, total, where, batch_id)
 
     async def results(
         self, transport: Transport, sample: HttpRequest, state: BatchState, custom_ids: list[str]
@@ -283,8 +289,8 @@ class _AnthropicBatches:
                     status = _ANTHROPIC_STATUS.get(str(inner.get("type")), 500)
                     found[line["custom_id"]] = (status, orjson.dumps(outer))
                 else:
-                    found[line["custom_id"]] = _unavailable(f"batch line {kind}")
-        reason = f"batch {state.status}: the line has no result"
+                    found[line["custom_id"]] = _unavailable(f"batch {state.batch_id}: line {kind}")
+        reason = f"batch {state.batch_id} {state.status}: the line has no result"
         return {cid: found.get(cid) or _unavailable(reason) for cid in custom_ids}
 
 

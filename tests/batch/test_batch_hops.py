@@ -1,0 +1,167 @@
+"""Batch API backends in process: hops within the API's limits, failed lines sent again in a
+later hop, answers at the batch price, the journal, and the options' errors. Each test runs a
+simulator on loopback with short batch delays."""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import attrs
+import orjson
+import pytest
+import trio
+
+import agentcore
+from agentcore import ConfigError, Task, open_driver, run_batch
+from agentcore._sim import SimConfig, open_sim_server
+from agentcore._transports.backends import backend as make_backend
+from agentcore._transports.batch_api import ANTHROPIC_BATCHES, OPENAI_BATCHES
+from agentcore._transports.batch_journal import BatchJournal
+from agentcore._transports.batching import BatchModelClient
+from agentcore._transports.factory import make_transport
+
+FAST: dict[str, Any] = {"gather": 0.05, "poll": 0.01, "poll_max": 0.05}
+
+
+@agentcore.tool
+def lookup(term: str) -> str:
+    """Look a term up.
+
+    Args:
+        term: what to look up.
+    """
+    return "found " + term
+
+
+def _task() -> Task[Any]:
+    return Task(
+        name="lookup",
+        system="You look terms up.",
+        prompt="Look up {term} and report.",
+        tools=[lookup],
+        max_turns=6,
+    )
+
+
+def _inputs(count: int) -> list[dict[str, str]]:
+    return [{"term": f"t{i}"} for i in range(count)]
+
+
+def _host(url: str) -> str:
+    return url.removesuffix("/v1").removeprefix("http://")
+
+
+def _outputs(results: list[Any]) -> list[Any]:
+    return [(r.status, r.output, r.turns) for r in results]
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+async def test_failed_lines_go_into_a_later_hop_and_every_agent_ends_as_on_the_standard_endpoint(
+    kind: str,
+) -> None:
+    config = SimConfig(tool_rounds=2, batch_delay=0.05, batch_fail_rate=0.3, seed=3)
+    async with open_sim_server(config=config) as server:
+        host = _host(server.url)
+        batched = await run_batch(
+            _task(), _inputs(30), backend=f"{kind}-batch://{host}", model="m", **FAST
+        )
+        stats = server.statistics()
+        standard = await run_batch(
+            _task(), _inputs(30), backend=f"http://{host}", model="m", dialect=kind
+        )
+    assert all(r.status == "ok" for r in batched)
+    assert stats.batch_lines > 30 * 3  # failed lines were sent again...
+    assert stats.batches_created > 3  # ...in later hops
+    assert _outputs(batched) == _outputs(standard)
+
+
+async def test_a_hop_holds_at_most_the_apis_requests_per_batch() -> None:
+    async with open_sim_server(config=SimConfig(tool_rounds=0, batch_delay=0.05)) as server:
+        configured = make_backend(f"openai-batch://{_host(server.url)}", model="m")
+        client = BatchModelClient(
+            configured.codec,
+            make_transport(configured.base_url, kind="lean", max_connections=4),
+            attrs.evolve(OPENAI_BATCHES, max_requests=7),  # type: ignore[misc]
+            BatchJournal(),
+            "m",
+            **FAST,
+        )
+        try:
+            results = await run_batch(_task(), _inputs(20), backend=client)
+        finally:
+            await client.aclose()
+        assert all(r.status == "ok" for r in results)
+        assert server.statistics().batches_created == 3  # 7 + 7 + 6
+        assert client.submitted == 3
+
+
+async def test_batch_answers_are_counted_at_the_batch_price_tier() -> None:
+    async with open_sim_server(config=SimConfig(tool_rounds=1, batch_delay=0.05)) as server:
+        url = f"openai-batch://{_host(server.url)}"
+        async with open_driver(url, model="gpt-4o-mini", **FAST) as driver:
+            results = await run_batch(_task(), _inputs(5), backend=driver.client)
+            cost = driver.statistics().cost
+    assert all(r.status == "ok" for r in results)
+    assert cost is not None
+    assert set(cost.tiers) == {"batch"}
+    assert cost.tiers["batch"].requests == 10
+    assert cost.cost is not None and cost.standard_cost is not None
+    assert cost.cost == pytest.approx(cost.standard_cost / 2)
+
+
+async def test_a_batch_hop_is_not_bounded_by_max_inflight() -> None:
+    async with open_sim_server(config=SimConfig(tool_rounds=0, batch_delay=0.05)) as server:
+        url = f"openai-batch://{_host(server.url)}"
+        results = await run_batch(_task(), _inputs(40), backend=url, model="m", max_inflight=4,
+                                  **FAST)  # fmt: skip
+        assert all(r.status == "ok" for r in results)
+        assert server.statistics().batches_created == 1  # all 40 calls in one hop
+
+
+async def test_a_resumed_journal_answers_ended_hops_and_polls_the_one_in_flight(
+    tmp_path: Path,
+) -> None:
+    journal = tmp_path / "journal.jsonl"
+    config = SimConfig(tool_rounds=1, batch_delay=0.3)
+    async with open_sim_server(config=config) as server:
+        url = f"openai-batch://{_host(server.url)}"
+        options: dict[str, Any] = {**FAST, "journal": str(journal)}
+        with trio.move_on_after(0.25 + 0.3 + 0.1):  # hop 1 ends, hop 2 is in flight
+            await run_batch(_task(), _inputs(10), backend=url, model="m", **options)
+        records = [orjson.loads(line) for line in journal.read_bytes().splitlines()]
+        assert [r["t"] for r in records] == ["intent", "batch", "results", "intent", "batch"]
+        results = await run_batch(_task(), _inputs(10), backend=url, model="m", **options)
+        assert server.statistics().batches_created == 2  # the second was polled, not resent
+    assert all(r.status == "ok" for r in results)
+
+
+def test_a_torn_journal_line_is_a_step_that_never_happened(tmp_path: Path) -> None:
+    path = tmp_path / "journal.jsonl"
+    path.write_bytes(
+        b'{"t":"intent","hop":"a-1","ids":["k-0"]}\n{"t":"batch","hop":"a-1","id":"b1"}\n'
+        b'{"t":"intent","hop":"a-2","ids":["j-0"]}\n{"t":"batch","hop":"a-2","i'
+    )
+    journal = BatchJournal(path)
+    assert [(h.tag, h.batch_id, h.ids) for h in journal.pending] == [("a-1", "b1", ["k-0"])]
+    assert journal.new_tag().endswith("-3")
+
+
+@pytest.mark.parametrize(
+    ("url", "options", "message"),
+    [
+        ("vllm://127.0.0.1:8000", {"journal": "j.jsonl"}, "apply to openai-batch"),
+        ("openai-batch://127.0.0.1:1", {"poll": -1}, "poll must be"),
+        ("openai-batch://127.0.0.1:1", {"stream": True}, "stream=True does not apply"),
+    ],
+)
+async def test_batch_options_are_checked(url: str, options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        async with AsyncExitStack() as stack:
+            await stack.enter_async_context(open_driver(url, model="m", **options))
+
+
+def test_batch_apis_state_their_limits() -> None:
+    assert (OPENAI_BATCHES.max_requests, OPENAI_BATCHES.max_bytes) == (50_000, 200 * 2**20)
+    assert (ANTHROPIC_BATCHES.max_requests, ANTHROPIC_BATCHES.max_bytes) == (100_000, 256 * 2**20)

@@ -12,7 +12,8 @@ the tool schema.
 Server: one vLLM server per invocation, started by ``tools/vllm/server.py`` with
 ``--scheduling-policy priority`` (its default), prefix caching, prompt-token details and
 ``--max-num-seqs`` = ``--server-seqs`` (default 8), dev mode for ``POST /reset_prefix_cache``
-before every run; stopped by pid at the end (or pass ``--url`` for a server you run).
+before every run; stopped by pid at the end (or pass ``--url`` for a server you started with
+``tools/vllm/start.sh --dev``).
 The client keeps ``--slots`` (default 32) requests in flight, more than the engine runs, so
 both the client's line and the engine's queue are ordered.
 
@@ -30,6 +31,10 @@ Measured per run, times from the start of the batch: mean and p95 agent completi
 makespan (the last agent's end), agents finished, and the per-turn cache-hit ratio
 (``statistics().cache_by_turn``). The table shows medians over ``--repeats`` runs and the
 machine's load average before each run.
+
+``--virtual [GAP]`` runs the same contenders on a scripted model in virtual time instead
+(deterministic: the structure of the policies without the machine's noise), all agents at
+once or, with ``GAP`` > 0, arriving one by one with exponential gaps of that mean.
 
 Run (bounded, detached, a log to poll):
 ``nohup timeout 3000 .venv/bin/python bench/bench_attained.py --json /tmp/attained.json
@@ -51,13 +56,25 @@ from pathlib import Path
 from typing import Any
 
 import trio
+import trio.testing
 
-from agentcore import ModelParams, open_driver, tool
-from agentcore.core import AgentLoop, LoopConfig, SystemMessage, UserMessage
+from agentcore import ModelParams, Usage, open_driver, tool
+from agentcore.core import (
+    AgentLoop,
+    AssistantMessage,
+    CallModel,
+    LoopConfig,
+    ModelResponded,
+    SystemMessage,
+    ToolCall,
+    UserMessage,
+)
+from agentcore.testing import ScriptedModel
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = ROOT / "tools" / "vllm" / "server.py"
 CONTENDERS = ("fifo", "default", "attained")
+REPLY = "Hello from the tiny model."
 
 
 def turns_of(n: int, seed: int) -> list[int]:
@@ -81,7 +98,7 @@ def loops(turns: list[int]) -> list[AgentLoop]:
             tools=(step.spec,),
             max_turns=max(1, k - 1),
             params=ModelParams(
-                max_tokens=32, tool_choice="required" if k > 1 else None, temperature=0.0
+                max_tokens=128, tool_choice="required" if k > 1 else None, temperature=0.0
             ),
         )
         out.append(AgentLoop(config, [SystemMessage(system), UserMessage(f"Task {index}.")]))
@@ -128,6 +145,50 @@ async def run_batch(url: str, contender: str, turns: list[int], slots: int) -> d
         "cache_by_turn": [
             [t.turn, t.requests, t.prompt_tokens, t.cached_tokens] for t in stats.cache_by_turn
         ],
+    }
+
+
+def scripted_reply(call: CallModel) -> ModelResponded:
+    """The tiny model's replies, for ``--virtual``: a forced call of ~55 tokens, else a
+    7-token answer."""
+    if call.params.tool_choice == "required":
+        turn = call.hints.turn
+        message = AssistantMessage(tool_calls=(ToolCall(f"c{turn}", "step", '{"query": ""}'),))
+        return ModelResponded(call.request_id, message, Usage(100, 55), "tool_calls")
+    return ModelResponded(call.request_id, AssistantMessage(REPLY), Usage(100, 7), "stop")
+
+
+async def run_virtual(
+    contender: str, turns: list[int], slots: int, arrival: float
+) -> dict[str, Any]:
+    """The same batch on a scripted model (100 ms a request, no queue of its own: ``slots``
+    is the engine) in virtual time; ``arrival`` > 0 starts the agents one by one, exponential
+    gaps of that mean (an open system) instead of all at once."""
+    policy = {"fifo": "fifo", "default": "priority", "attained": "attained"}[contender]
+    model = ScriptedModel(scripted_reply, latency=0.1)
+    latencies: list[float] = []
+    agents = loops(turns)
+    rng = random.Random(1)
+    async with open_driver(model, max_inflight=slots, slot_policy=policy, tools=[step]) as driver:
+
+        async def agent(index: int, at: float) -> None:
+            await trio.sleep(at)
+            result = await driver.run(agents[index])
+            assert result.status == "ok", result.error
+            latencies.append(trio.current_time() - at)
+
+        async with trio.open_nursery() as nursery:
+            at = 0.0
+            for index in range(len(agents)):
+                if arrival > 0:
+                    at += rng.expovariate(1 / arrival)
+                nursery.start_soon(agent, index, at)
+    latencies.sort()
+    return {
+        "contender": contender,
+        "mean": statistics.mean(latencies),
+        "p95": latencies[max(0, round(0.95 * len(latencies)) - 1)],
+        "makespan": trio.current_time(),
     }
 
 
@@ -194,6 +255,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", help="a running vLLM server (http://host:port) instead")
     parser.add_argument("--port", type=int, default=8028)
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--virtual",
+        type=float,
+        nargs="?",
+        const=0.0,
+        help="no server: a scripted model in virtual time, client slots = --server-seqs; "
+        "a value > 0 is the mean gap between agent arrivals in seconds (an open system)",
+    )
     args = parser.parse_args(argv)
     TOOL["seconds"] = args.tool_ms / 1000
     contenders = args.contenders.split(",")
@@ -204,6 +273,20 @@ def main(argv: list[str] | None = None) -> int:
         f"server max-num-seqs={args.server_seqs}",
         flush=True,
     )
+    if args.virtual is not None:
+        runs = [
+            trio.run(
+                run_virtual,
+                name,
+                turns,
+                args.server_seqs,
+                args.virtual,
+                clock=trio.testing.MockClock(autojump_threshold=0),
+            )
+            for name in contenders
+        ]
+        print(table(runs))
+        return 0
     started = args.url is None
     port = args.port
     if started:
@@ -219,8 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         for repeat in range(args.repeats):
             order = contenders[repeat % len(contenders) :] + contenders[: repeat % len(contenders)]
             for name in order:
-                if started:
-                    reset_cache(port)
+                reset_cache(port)  # a server of your own needs --dev for this
                 load = os.getloadavg()[0]
                 began = time.monotonic()
                 result = trio.run(run_batch, f"vllm://127.0.0.1:{port}", name, turns, args.slots)

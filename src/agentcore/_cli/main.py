@@ -29,13 +29,6 @@ from .._driver.open import open_driver
 from .._driver.options import OPTION_NAMES
 from .._driver.stats import TURN_BUCKETS, DriverStatistics
 from .._observe.render import render_timeline
-from .._observe.steps import (
-    RunAborted,
-    RunFinished,
-    StepEvent,
-    ToolEnded,
-    ToolProgress,
-)
 from .._sim import SimConfig, run_sim_server
 from .._tasks.batch import BATCH_SLOT_POLICY, new_batch_id, open_batch
 from .._tasks.results_file import (
@@ -167,46 +160,6 @@ def _ms(value: float | None) -> str:
     return "n/a" if value is None or math.isnan(value) else f"{1000 * value:.0f} ms"
 
 
-class _ToolProgress:
-    """The step sink behind the progress line's tool part: the latest
-    :class:`~agentcore.ToolProgress` of each tool call still in progress (bounded by them)."""
-
-    deltas = False
-
-    def __init__(self) -> None:
-        self.calls: dict[tuple[int, str], ToolProgress] = {}
-
-    def push(self, event: StepEvent) -> None:
-        kind = type(event)
-        if kind is ToolProgress:
-            assert isinstance(event, ToolProgress)
-            key = (event.run, event.call_id)
-            self.calls.pop(key, None)
-            self.calls[key] = event  # the latest report last
-        elif kind is ToolEnded and self.calls:
-            assert isinstance(event, ToolEnded)
-            self.calls.pop((event.run, event.call_id), None)
-        elif (kind is RunFinished or kind is RunAborted) and self.calls:
-            run = event.run
-            for key in [k for k in self.calls if k[0] == run]:
-                del self.calls[key]  # calls cut short by the run's end
-
-    async def settle(self) -> None:
-        """Never waits."""
-
-    def describe(self) -> str:
-        """`` · tool 40% message (+N)`` for the latest report, or ``""``."""
-        if not self.calls:
-            return ""
-        latest = next(reversed(self.calls.values()))
-        text = f" · {latest.tool} {100 * latest.fraction:.0f}%"
-        if latest.message:
-            text += f" {latest.message[:30]}"
-        if len(self.calls) > 1:
-            text += f" (+{len(self.calls) - 1})"
-        return text
-
-
 class _Progress:
     """A one-line progress display on a terminal's stderr."""
 
@@ -216,8 +169,6 @@ class _Progress:
         self.failed = 0
         self._stream = stream
         self._enabled = enabled
-        self.tools: _ToolProgress | None = _ToolProgress() if enabled else None
-        """What long tools report (a step sink given to the batch when the line is shown)."""
 
     def line(self, stats: DriverStatistics) -> str:
         width = 24
@@ -228,7 +179,6 @@ class _Progress:
             f" · {self.failed} failed · {running} running"
             f" · cached {_pct(stats.cached_ratio)}"
             f" · tools {stats.tool_executions} run / {stats.tool_calls} calls"
-            + ("" if self.tools is None else self.tools.describe())
         )
 
     def show(self, stats: DriverStatistics) -> None:
@@ -363,12 +313,9 @@ async def _execute(
             async with open_batch(
                 task,
                 inputs,
-            batch_options = dict(batch_options or {})
-            if progress.tools is not None and task.tools and "steps" not in batch_options:
-                batch_options["steps"] = progress.tools  # long tools' progress on the line
                 driver=driver,
                 batch_id=batch_id,
-                **batch_options,
+                **(batch_options or {}),
             ) as stream:
                 async for result in stream:
                     results.append(result)

@@ -46,6 +46,7 @@ NAMESPACES = {
         "RequestFailed", "RequestQueued", "RequestStarted", "RetryScheduled", "RunAborted",
         "RunFinished", "RunStarted",
         "StepEvent", "StepSink", "StepStream", "ToolEnded", "ToolStarted", "Agent",
+        "ToolWaited", "ToolProgress",
         "BackendUnavailable",
         # seeing what a batch did
         "render_timeline",

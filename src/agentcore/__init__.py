@@ -113,7 +113,9 @@ if TYPE_CHECKING:
     from ._observe.steps import StepSink as StepSink
     from ._observe.steps import StepStream as StepStream
     from ._observe.steps import ToolEnded as ToolEnded
+    from ._observe.steps import ToolProgress as ToolProgress
     from ._observe.steps import ToolStarted as ToolStarted
+    from ._observe.steps import ToolWaited as ToolWaited
     from ._tasks.agent import Agent as Agent
 
     # seeing what a batch did (docs/observability.md)
@@ -208,6 +210,8 @@ _EXPORTS: dict[str, str] = {
     "StepStream": "_observe.steps",
     "ToolEnded": "_observe.steps",
     "ToolStarted": "_observe.steps",
+    "ToolWaited": "_observe.steps",
+    "ToolProgress": "_observe.steps",
     "Agent": "_tasks.agent",
     # seeing what a batch did (docs/observability.md)
     "render_timeline": "_observe.render",
@@ -274,8 +278,10 @@ __all__ = [
     "ToolEnded",
     "ToolError",
     "ToolExecutorStatistics",
+    "ToolProgress",
     "ToolStarted",
     "ToolStatistics",
+    "ToolWaited",
     "Usage",
     "UsageLimits",
     "WarmUpReport",

@@ -29,6 +29,13 @@ from .._driver.open import open_driver
 from .._driver.options import OPTION_NAMES
 from .._driver.stats import TURN_BUCKETS, DriverStatistics
 from .._observe.render import render_timeline
+from .._observe.steps import (
+    RunAborted,
+    RunFinished,
+    StepEvent,
+    ToolEnded,
+    ToolProgress,
+)
 from .._sim import SimConfig, run_sim_server
 from .._tasks.batch import BATCH_SLOT_POLICY, new_batch_id, open_batch
 from .._tasks.results_file import (
@@ -43,6 +50,8 @@ from .._tasks.results_file import (
 from .._tasks.task import RenderError, Task, job_run_id, render_prompt
 from .._tasks.taskfile import TaskFileError, load_task
 from .._transports.backends import backend as make_backend
+from .._transports.backends import is_batch
+from .batch_progress import journal_path, show_hops
 from .demo import demo_inputs, demo_task
 from .distributed import run_submitter, run_worker_command
 from .logs import cli_logging
@@ -50,8 +59,6 @@ from .logs import cli_logging
 __all__ = ["main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-from .._transports.backends import is_batch
-from .batch_progress import journal_path, show_hops
 
 _EPILOG = """exit codes:
   0    every input finished ok
@@ -160,6 +167,46 @@ def _ms(value: float | None) -> str:
     return "n/a" if value is None or math.isnan(value) else f"{1000 * value:.0f} ms"
 
 
+class _ToolProgress:
+    """The step sink behind the progress line's tool part: the latest
+    :class:`~agentcore.ToolProgress` of each tool call still in progress (bounded by them)."""
+
+    deltas = False
+
+    def __init__(self) -> None:
+        self.calls: dict[tuple[int, str], ToolProgress] = {}
+
+    def push(self, event: StepEvent) -> None:
+        kind = type(event)
+        if kind is ToolProgress:
+            assert isinstance(event, ToolProgress)
+            key = (event.run, event.call_id)
+            self.calls.pop(key, None)
+            self.calls[key] = event  # the latest report last
+        elif kind is ToolEnded and self.calls:
+            assert isinstance(event, ToolEnded)
+            self.calls.pop((event.run, event.call_id), None)
+        elif (kind is RunFinished or kind is RunAborted) and self.calls:
+            run = event.run
+            for key in [k for k in self.calls if k[0] == run]:
+                del self.calls[key]  # calls cut short by the run's end
+
+    async def settle(self) -> None:
+        """Never waits."""
+
+    def describe(self) -> str:
+        """`` · tool 40% message (+N)`` for the latest report, or ``""``."""
+        if not self.calls:
+            return ""
+        latest = next(reversed(self.calls.values()))
+        text = f" · {latest.tool} {100 * latest.fraction:.0f}%"
+        if latest.message:
+            text += f" {latest.message[:30]}"
+        if len(self.calls) > 1:
+            text += f" (+{len(self.calls) - 1})"
+        return text
+
+
 class _Progress:
     """A one-line progress display on a terminal's stderr."""
 
@@ -169,6 +216,8 @@ class _Progress:
         self.failed = 0
         self._stream = stream
         self._enabled = enabled
+        self.tools: _ToolProgress | None = _ToolProgress() if enabled else None
+        """What long tools report (a step sink given to the batch when the line is shown)."""
 
     def line(self, stats: DriverStatistics) -> str:
         width = 24
@@ -179,6 +228,7 @@ class _Progress:
             f" · {self.failed} failed · {running} running"
             f" · cached {_pct(stats.cached_ratio)}"
             f" · tools {stats.tool_executions} run / {stats.tool_calls} calls"
+            + ("" if self.tools is None else self.tools.describe())
         )
 
     def show(self, stats: DriverStatistics) -> None:
@@ -293,6 +343,7 @@ async def _execute(
     progress_enabled: bool,
     driver_options: dict[str, Any],
     batch_options: dict[str, Any] | None = None,
+    hops_shown: bool = False,
 ) -> tuple[list[Result], DriverStatistics]:
     results: list[Result] = []
     progress = _Progress(len(inputs), sys.stderr, progress_enabled)
@@ -309,13 +360,18 @@ async def _execute(
                         await trio.sleep(0.25)
 
                 nursery.start_soon(refresh)
+            if hops_shown:  # a Batch API backend's hops (``--backend openai-batch://``)
+                nursery.start_soon(show_hops, driver, sys.stderr)
             batch_id = new_batch_id()
+            batch_options = dict(batch_options or {})
+            if progress.tools is not None and task.tools and "steps" not in batch_options:
+                batch_options["steps"] = progress.tools  # long tools' progress on the line
             async with open_batch(
                 task,
                 inputs,
                 driver=driver,
                 batch_id=batch_id,
-                **(batch_options or {}),
+                **batch_options,
             ) as stream:
                 async for result in stream:
                     results.append(result)
@@ -343,7 +399,6 @@ def _driver_options(args: argparse.Namespace) -> dict[str, Any]:
     if getattr(args, "slot_policy", None) is not None:
         options["slot_policy"] = args.slot_policy
     if getattr(args, "adaptive", False):
-    hops_shown: bool = False,
         options["adaptive"] = True
     if getattr(args, "service_tier", None) is not None:
         options["service_tier"] = args.service_tier
@@ -360,8 +415,6 @@ def _driver_options(args: argparse.Namespace) -> dict[str, Any]:
 def _read_prices(path: Path) -> Any:
     """The JSON price table of ``--prices`` (checked when the driver opens)."""
     try:
-            if hops_shown:  # a Batch API backend's hops (``--backend openai-batch://``)
-                nursery.start_soon(show_hops, driver, sys.stderr)
         return orjson.loads(path.read_bytes())
     except OSError as exc:
         raise ConfigError(f"cannot read --prices {path}: {exc.strerror}") from None
@@ -440,6 +493,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     todo = [i for i in range(len(inputs)) if i not in done]
+    if is_batch(args.backend):  # the hops' journal lives beside the results (docs/batch.md)
+        journal = journal_path(out_path)
+        if not args.resume:
+            journal.unlink(missing_ok=True)
+        options["journal"] = str(journal)
+        options.update({k: v for k, v in (("gather", args.batch_gather),
+                                          ("poll", args.batch_poll)) if v is not None})  # fmt: skip
     out = ResultsFile(out_path, "ab" if args.resume else "wb")
     try:
         results, stats = trio.run(
@@ -455,6 +515,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 progress_enabled=sys.stderr.isatty() and not args.quiet,
                 driver_options=options,
                 batch_options={"timeout": args.timeout, "max_active": args.max_active},
+                hops_shown=is_batch(args.backend) and not args.quiet,
             )
         )
     finally:
@@ -493,13 +554,6 @@ def _cmd_worker(args: argparse.Namespace) -> int:
         "exit_when_done": args.exit_when_done,
         **_driver_options(args),
     }
-    if is_batch(args.backend):  # the hops' journal lives beside the results (docs/batch.md)
-        journal = journal_path(out_path)
-        if not args.resume:
-            journal.unlink(missing_ok=True)
-        options["journal"] = str(journal)
-        options.update({k: v for k, v in (("gather", args.batch_gather),
-                                          ("poll", args.batch_poll)) if v is not None})  # fmt: skip
     return run_worker_command(
         load_task(args.task), args.queue, quiet=args.quiet, worker_options=options
     )
@@ -515,7 +569,6 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         f"agentcore demo: {args.agents} research agents on {args.backend} "
         f"({args.max_inflight} inference slots)",
         file=sys.stderr,
-                hops_shown=is_batch(args.backend) and not args.quiet,
     )
     results, stats = trio.run(
         lambda: _execute(
@@ -550,6 +603,8 @@ _SIM_KNOBS = (
     ("repeat_share", float, "share of tool calls drawn from a shared argument pool"),
     ("answer_tokens", int, "length of plain answers"),
     ("fail_rate", float, "share of requests answered with an injected 429/500"),
+    ("batch_delay", float, "seconds from a batch's creation until it ends"),
+    ("batch_fail_rate", float, "share of batch lines that fail"),
     ("speedup", float, "divide all simulated time by this"),
     ("seed", int, "seed of the simulated model"),
 )
@@ -603,8 +658,6 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser(
         "run",
         help="run a task over a JSONL file of inputs",
-    ("batch_delay", float, "seconds from a batch's creation until it ends"),
-    ("batch_fail_rate", float, "share of batch lines that fail"),
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -665,6 +718,20 @@ def _parser() -> argparse.ArgumentParser:
         help="JSON price table overriding the defaults: {model: {tier: {input, output, "
         "cached_input}}}, USD per million tokens",
     )
+    run.add_argument(
+        "--batch-poll",
+        type=_positive_float,
+        default=None,
+        help="openai-batch:// and anthropic-batch://: seconds before a hop's first poll "
+        "(default 5; later polls back off up to a minute)",
+    )
+    run.add_argument(
+        "--batch-gather",
+        type=_positive_float,
+        default=None,
+        help="openai-batch:// and anthropic-batch://: seconds without a new model call "
+        "before a hop is submitted (default 1)",
+    )
     run.add_argument("-q", "--quiet", action="store_true", help="no progress or summary")
     run.add_argument(
         "--trace", help="write the batch's timeline (Chrome trace JSON) to this file as it runs"
@@ -718,20 +785,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     trace.add_argument("trace", help="the trace file written by --trace")
     trace.add_argument("-o", "--output", required=True, help="timeline.svg or timeline.html")
-    run.add_argument(
-        "--batch-poll",
-        type=_positive_float,
-        default=None,
-        help="openai-batch:// and anthropic-batch://: seconds before a hop's first poll "
-        "(default 5; later polls back off up to a minute)",
-    )
-    run.add_argument(
-        "--batch-gather",
-        type=_positive_float,
-        default=None,
-        help="openai-batch:// and anthropic-batch://: seconds without a new model call "
-        "before a hop is submitted (default 1)",
-    )
     trace.set_defaults(handler=_cmd_trace)
 
     sim = sub.add_parser("sim", help="serve the simulated OpenAI-compatible backend")

@@ -12,6 +12,9 @@ the folder and fails on anything else). Files:
 - ``config``: :class:`LoopConfig`, one run's immutable configuration, and the id formulas.
 - ``loop``: :class:`AgentLoop`, the state machine itself, with its snapshots and statistics.
 - ``singleflight``: the pure table that coalesces identical tool calls.
+- ``replay``: reuse of tool results across runs: the key rule (declared context fields, tool
+  history) and the bounded result store.
+- ``caps``: concurrency caps for tool calls: the FIFO cap queue and the per-turn caps.
 - ``slots``: the pure slot queue (FIFO/priority) and the AIMD adaptive limit.
 - ``budgets``: usage limits per run and per batch, and the pure checks against them.
 - ``error_policy``: one row per error kind: retried, final when repeated, slows down, falls

@@ -19,7 +19,9 @@ from .._observe.steps import (
     ToolEnded,
     ToolStarted,
 )
+from .._tools.context import with_reporter
 from .._tools.executor import CallReport
+from .._tools.progress import CallSteps
 
 if TYPE_CHECKING:
     from .._codecs.codec import Delta
@@ -60,14 +62,26 @@ async def tool_call(
     context: Callable[[], RunContext[Any]] | None = None,
 ) -> ToolReturned | ToolFailed:
     """``executor.call(call, context)`` for a run with a step sink, reporting
-    :class:`ToolStarted` and :class:`ToolEnded` there."""
+    :class:`ToolStarted` and :class:`ToolEnded` there, and in between the call's wait for its
+    tool's cap and its tool's progress (:class:`~agentcore._tools.progress.CallSteps`)."""
     steps = run.steps
     assert steps is not None
     await steps.settle()
     started = trio.current_time()
     steps.push(ToolStarted(run.id, call.call_id, call.name, call.arguments, started))
+    listener = CallSteps(steps, run.id, call.call_id, call.name)
     report = CallReport()
-    event = await executor.call(call, context, report)
+    report.on_wait = listener.waited
+    if context is not None:
+        run_context = context
+
+        def context() -> RunContext[Any]:
+            return with_reporter(run_context(), listener.progress)
+
+    try:
+        event = await executor.call(call, context, report)
+    finally:
+        listener.done = True
     now = trio.current_time()
     content, error = (
         (event.content, None) if isinstance(event, ToolReturned) else (None, event.error)

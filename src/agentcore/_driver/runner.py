@@ -8,9 +8,15 @@ each effect into an action and each action's outcome into the next event:
 - ``CallModel`` -> take an inference slot -> one HTTP exchange -> give the slot back. A failed
   exchange that is worth retrying sleeps its back-off *without* a slot and queues again. The
   final ``ModelResponded`` or ``ModelFailed`` goes to the loop.
-- ``CallTool`` -> the tool executor (coalescing, caching, per-tool limits and timeouts live
+- ``CallTool`` -> the tool executor (coalescing, reuse, per-tool limits and timeouts live
   there). No slot is held while a tool runs. Its ``ToolReturned``/``ToolFailed`` goes to the
-  loop.
+  loop. Two caps are the runner's, waited for before the executor, without a slot: a tool's
+  per-turn cap (``max_per_turn``: the pure :class:`~agentcore._core.caps.TurnCaps` says which
+  of a turn's calls start now; the others get no task until a call of their tool ends, then
+  start in the model's order) and the batch's cap over all tools (``max_tool_concurrency``,
+  a FIFO :class:`~agentcore._tools.caps.Cap` shared by the batch's runs). A wait for either is
+  pushed as a ``ToolWaited`` step event when it ends. A run without caps pays one ``is None``
+  test per call, a parallel turn one more.
 - ``Finish`` / ``Abort`` -> the run ends; its :class:`Result` is built from the effect.
 
 A run of ``Driver.run`` or ``Driver.watch`` is owned by one task (:meth:`Runner.run`). A run of
@@ -48,6 +54,7 @@ import trio
 
 from .._codecs.classify import deadline_error
 from .._core.budgets import BudgetExceeded
+from .._core.caps import TurnCaps
 from .._core.errors import InternalError, LocalProtocolError
 from .._core.events import (
     Abort,
@@ -62,12 +69,13 @@ from .._core.events import (
     ModelFailed,
     ModelResponded,
     ToolFailed,
+    ToolReturned,
 )
 from .._core.loop import AgentLoop, RunState
 from .._core.messages import Usage
 from .._core.results import Result, RunTimings, Status
 from .._observe.log_sink import run_sink
-from .._observe.steps import StepSink
+from .._observe.steps import StepSink, ToolWaited
 from .._tools.executor import CallReport, ToolExecutor
 from .fallback import FallbackRequests
 from .feed import in_line
@@ -178,6 +186,7 @@ class Runner:
             run.cancel()
         if group is not None:
             run.guard = group.guard
+            run.tool_cap = group.tool_cap
             if group.deps is not None:
                 run.deps = group.deps
             if group.describe is not None:
@@ -234,6 +243,10 @@ class Runner:
                         event = await self.send_budgeted(run, effect)
                     run.pending_model = None
                 elif isinstance(effect, CallTool):
+                    if run.tool_cap is not None:
+                        event = await self.perform_capped(run, effect, None)
+                        effects = loop.handle(event)
+                        continue
                     if run.guard is not None:
                         await run.guard.before_tool_call()
                     run.tool_started()
@@ -271,15 +284,27 @@ class Runner:
         (the calls still running are then cancelled and their outcomes dropped).
         """
         send, receive = trio.open_memory_channel[Event](math.inf)
+        caps = self.executor.turn_caps
+        turn = None if not caps else _Turn(TurnCaps(caps))
         async with trio.open_nursery() as nursery:
             outstanding = 0
             while True:
                 if run.steps is not None:
                     await run.steps.settle()
-                for call in calls:
-                    nursery.start_soon(self._perform_into, run, call, send)
+                if turn is None:
+                    for call in calls:
+                        nursery.start_soon(self._perform_into, run, call, send)
+                else:
+                    for call in turn.admit(calls):
+                        nursery.start_soon(self._perform_into, run, call, send)
                 outstanding += len(calls)
-                effects = run.loop.handle(await receive.receive())
+                event = await receive.receive()
+                if turn is not None and type(event) in (ToolReturned, ToolFailed):
+                    follower = turn.ended(event.call_id)  # type: ignore[union-attr]
+                    if follower is not None:
+                        call, since = follower
+                        nursery.start_soon(self._perform_into, run, call, send, since)
+                effects = run.loop.handle(event)
                 outstanding -= 1
                 if outstanding == 0:
                     return effects
@@ -289,9 +314,17 @@ class Runner:
                 calls = [e for e in effects if isinstance(e, CallModel | CallTool)]
 
     async def _perform_into(
-        self, run: Run, call: CallModel | CallTool, send: trio.MemorySendChannel[Event]
+        self,
+        run: Run,
+        call: CallModel | CallTool,
+        send: trio.MemorySendChannel[Event],
+        held_since: float | None = None,
     ) -> None:
-        send.send_nowait(await self.perform(run, call))
+        if held_since is not None:
+            assert isinstance(call, CallTool)
+            send.send_nowait(await self.perform_capped(run, call, held_since))
+        else:
+            send.send_nowait(await self.perform(run, call))
 
     async def send_budgeted(self, run: Run, call: CallModel) -> ModelResponded | ModelFailed:
         """Send ``call`` for a run whose batch has a usage budget."""
@@ -305,6 +338,8 @@ class Runner:
     async def perform(self, run: Run, call: CallModel | CallTool) -> Event:
         """Perform one effect of ``run`` and return its outcome."""
         if isinstance(call, CallTool):
+            if run.tool_cap is not None:
+                return await self.perform_capped(run, call, None)
             if run.guard is not None:
                 await run.guard.before_tool_call()
             run.tool_started()
@@ -326,6 +361,39 @@ class Runner:
             event = await self.send_budgeted(run, call)
         run.pending_model = None
         return event
+
+    async def perform_capped(
+        self, run: Run, call: CallTool, held_since: float | None
+    ) -> ToolReturned | ToolFailed:
+        """Perform a tool call that waited for its turn's cap since ``held_since`` (``None``:
+        it did not), or that must get through its batch's cap first."""
+        if run.guard is not None:
+            await run.guard.before_tool_call()
+        steps = run.steps
+        run.tool_started()
+        try:
+            if held_since is not None and steps is not None:
+                now = trio.current_time()
+                steps.push(ToolWaited(run.id, call.call_id, call.name, "turn", held_since, now))
+            cap = run.tool_cap
+            since = None if cap is None else await cap.acquire()
+            try:
+                if since is not None and steps is not None:
+                    now = trio.current_time()
+                    steps.push(ToolWaited(run.id, call.call_id, call.name, "batch", since, now))
+                if steps is None:
+                    report = CallReport()
+                    started = trio.current_time()
+                    event = await self.executor.call(call, run.tool_context, report)
+                    if type(event) is ToolFailed:
+                        tool_failed(run, call, event, report, started)
+                    return event
+                return await tool_call(self.executor, run, call, run.tool_context)
+            finally:
+                if cap is not None:
+                    cap.release()
+        finally:
+            run.tool_ended()
 
     # ------------------------------------------------------------------ a run's end
 
@@ -387,6 +455,33 @@ class Runner:
         """The result of a run its batch's spent budget did not let start (counted)."""
         self.ends["failed"] += 1
         return not_started(loop, index, exceeded, trio.current_time())
+
+
+class _Turn:
+    """The calls of one parallel turn under per-turn caps: which start now, which wait."""
+
+    __slots__ = ("caps", "held")
+
+    def __init__(self, caps: TurnCaps) -> None:
+        self.caps = caps
+        self.held: dict[str, tuple[CallTool, float]] = {}
+        """The calls waiting for their turn, by call id, with the time they began waiting."""
+
+    def admit(self, calls: list[CallModel | CallTool]) -> list[CallModel | CallTool]:
+        """The calls that start now (model requests always do)."""
+        tools = [c for c in calls if isinstance(c, CallTool)]
+        now = set(self.caps.admit((c.call_id, c.name) for c in tools))
+        if len(now) < len(tools):
+            since = trio.current_time()
+            for c in tools:
+                if c.call_id not in now:
+                    self.held[c.call_id] = (c, since)
+        return [c for c in calls if not isinstance(c, CallTool) or c.call_id in now]
+
+    def ended(self, call_id: str) -> tuple[CallTool, float] | None:
+        """The held call that starts now that ``call_id`` ended, with its waiting start."""
+        follower = self.caps.ended(call_id)
+        return None if follower is None else self.held.pop(follower)
 
 
 def _over_budget(end: Abort, exceeded: BudgetExceeded) -> Abort:

@@ -15,7 +15,9 @@ from .._core.budgets import BudgetExceeded
 from .._core.events import CallModel
 from .._core.loop import AgentLoop
 from .._core.ratebudget import Reservation
+from .._core.replay import HistoryDigest
 from .._core.results import Result
+from .._tools.caps import Cap
 from .._tools.context import RunContext
 from .slot_limiter import Parked
 
@@ -75,6 +77,10 @@ class Run:
     """The ``deps`` handed to tools (any value the caller gave)."""
     context: RunContext[Any] | None = None
     """Built on the first call of a tool that takes it."""
+    tool_cap: Cap | None = None
+    """The batch's cap on tool calls in progress at once (``max_tool_concurrency``)."""
+    history: HistoryDigest | None = None
+    """The digest of the run's tool history, kept once a ``replay_safe`` tool asks for it."""
 
     def tool_context(self) -> RunContext[Any]:
         """The :class:`RunContext` handed to tools that take one."""
@@ -87,8 +93,18 @@ class Run:
                 session_id=config.session_id,
                 input=self.input,
                 deps=self.deps,
+                history=self.tool_history,
             )
         return context
+
+    def tool_history(self) -> str:
+        """The digest of the run's tool calls and results before the turn in progress (the
+        last message of the transcript is the reply that asked for this turn's calls)."""
+        history = self.history
+        if history is None:
+            history = self.history = HistoryDigest()
+        transcript = self.loop.transcript
+        return history.up_to(transcript, max(history.digested, len(transcript) - 1))
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -125,6 +141,8 @@ class Group:
     """The ``deps`` of the group's runs (``None``: the driver's)."""
     describe: Callable[[int], tuple[int, Any]] | None = None
     """Maps a run's index to its input's index and the input (called once per run)."""
+    tool_cap: Cap | None = None
+    """The cap on the group's tool calls in progress at once, over all tools."""
     feed: Feed | None = None
     """The feed carrying the runs of a result stream (once the stream has started)."""
 

@@ -35,10 +35,12 @@ from typing import Any
 import trio
 
 from .._core.budgets import UsageLimits
+from .._core.caps import check_cap
 from .._core.errors import ConfigError
 from .._core.events import Abort, CallModel, Effect, Finish
 from .._core.loop import AgentLoop
 from .._observe.steps import StepSink
+from .._tools.caps import Cap
 from .budget_guard import BudgetGuard, OnBudget
 from .feed import Feed, in_line
 from .runner import Runner, first_effects, opening_call
@@ -74,9 +76,14 @@ class StreamScheduler:
         describe: Callable[[int], tuple[int, Any]] | None = None,
         budget: UsageLimits | None = None,
         on_budget: OnBudget = "finish",
+        max_tool_concurrency: int | None = None,
     ) -> Group:
-        """The runs of one stream: their step sink, ``deps``, inputs and usage budget."""
+        """The runs of one stream: their step sink, ``deps``, inputs, usage budget and cap on
+        tool calls in progress at once."""
         group = Group(steps=steps, deps=deps, describe=describe)
+        cap = check_cap("max_tool_concurrency", max_tool_concurrency)
+        if cap is not None:
+            group.tool_cap = Cap(cap)
         if budget is not None:
             if not isinstance(budget, UsageLimits):
                 raise ConfigError(f"budget must be a UsageLimits, got {budget!r}")

@@ -11,7 +11,8 @@ agent, a dark tick at the first token of a streamed reply, errors in red, cancel
 grey); slot utilisation over time (share of slots busy, filled) with the number of requests
 waiting for a slot (line); tool executions (label ``tool (W calls)`` when shared); the tool
 calls answered without an execution of their own, from the cache or by joining a shared
-execution (stacked bars per time bin, from the trace's instant events); back-offs. The summary
+execution (stacked bars per time bin, from the trace's instant events); back-offs; the waits
+of tool calls for a concurrency cap (only when some call waited). The summary
 line counts every tool call: executions, calls that shared one, calls from the cache.
 Hovering a shape in a browser shows its details (SVG ``<title>``).
 """
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .._core.errors import ConfigError
-from .trace import BACKOFF_PID, BATCH_PID, SLOTS_PID, TOOLS_PID, read_trace
+from .trace import BACKOFF_PID, BATCH_PID, SLOTS_PID, TOOL_WAITS_PID, TOOLS_PID, read_trace
 
 __all__ = ["render_timeline"]
 
@@ -42,6 +43,7 @@ _CACHED = "#59a14f"
 _SHARED = "#76b7b2"
 _ERROR = "#d62728"
 _MERGED = "#8da0b8"
+_CAP_WAIT = "#e7ba52"
 _FONT = "font-family='DejaVu Sans, Helvetica, Arial, sans-serif'"
 
 
@@ -94,7 +96,7 @@ def _tick_step(span_s: float) -> float:
 
 def _scan(path: str | os.PathLike[str]) -> dict[str, Any]:
     end = 0.0
-    lanes = {SLOTS_PID: 0, TOOLS_PID: 0, BACKOFF_PID: 0}
+    lanes = {SLOTS_PID: 0, TOOLS_PID: 0, BACKOFF_PID: 0, TOOL_WAITS_PID: 0}
     for event in read_trace(path):
         ts = event.get("ts")
         if isinstance(ts, int | float):
@@ -120,6 +122,7 @@ def _draw(path: str | os.PathLike[str], scan: dict[str, Any]) -> str:
     bin_us = end_us / _BINS
     ticks: list[tuple[float, int]] = []
     attempts = failed = cancelled_attempts = executions = shared_calls = backoffs = 0
+    cap_waits = 0
     cached_bins = [0] * _BINS  # calls answered from the cache, per time bin
     shared_bins = [0] * _BINS  # calls that joined a shared execution, per time bin
     results: dict[str, int] = {}
@@ -183,9 +186,12 @@ def _draw(path: str | os.PathLike[str], scan: dict[str, Any]) -> str:
             fill = "#d62728" if event.get("cname") == "terrible" else "#4c78a8"
             tip = f"{name}: {dur / 1e3:.1f} ms" + (f" — {args['error']}" if "error" in args else "")
             row.add(x(ts), x(ts + dur), fill, tip)
-        else:
+        elif pid == BACKOFF_PID:
             backoffs += 1
             row.add(x(ts), x(ts + dur), "#f2a541", f"{name}: {dur / 1e3:.0f} ms")
+        else:
+            cap_waits += 1
+            row.add(x(ts), x(ts + dur), _CAP_WAIT, f"{name}: {dur / 1e3:.0f} ms")
     for pid_rows in rows.values():
         for r in pid_rows:
             r.flush()
@@ -334,6 +340,12 @@ def _draw(path: str | os.PathLike[str], scan: dict[str, Any]) -> str:
     if not lanes[BACKOFF_PID]:
         label("none", backoff_top + 4, 9)
         y += 8
+    if lanes[TOOL_WAITS_PID]:  # drawn only for batches whose tool calls waited for a cap
+        y += 22
+        section("tool calls waiting for a concurrency cap (no slot held)", y - 8)
+        waits_top = y
+        y = shapes(rows[TOOL_WAITS_PID], y, _SMALL_H, False)
+        label(f"{cap_waits} waits", waits_top + _SMALL_H - 2, 9)
 
     # time axis
     y += 8
@@ -359,6 +371,7 @@ def _draw(path: str | os.PathLike[str], scan: dict[str, Any]) -> str:
         ("#d62728", "failed attempt / tool error"),
         ("#bdbdbd", "cancelled"),
         ("#f2a541", "back-off"),
+        *([(_CAP_WAIT, "wait for a tool cap")] if lanes[TOOL_WAITS_PID] else []),
     ]
     lx = float(_LEFT)
     out.append(

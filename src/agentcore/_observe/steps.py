@@ -7,11 +7,11 @@ Every moment of a run that anything reports (a watcher, the trace file, OpenTele
 :class:`StepSink`: the run's ``Run.steps``, or the request path's own sink for requests made
 outside any run (``generate``, ``call_model``, warm-up). The driver calls ``sink.push(event)``
 at each step: the run started, a model request queued for a slot, got it, a delta arrived,
-the model replied, a retry was scheduled, the request failed for good, a tool call started or
-ended, the run ended. ``push`` never waits, so it is safe while an inference slot is held. At
-the points where the run itself may wait without holding a slot (before it queues for a slot,
-before it starts tools, before it reports its end) the driver awaits ``sink.settle()``: that
-is where back-pressure applies.
+the model replied, a retry was scheduled, the request failed for good, a tool call started,
+waited for a concurrency cap, reported progress or ended, the run ended. ``push`` never
+waits, so it is safe while an inference slot is held. At the points where the run itself may
+wait without holding a slot (before it queues for a slot, before it starts tools, before it
+reports its end) the driver awaits ``sink.settle()``: that is where back-pressure applies.
 
 Several listeners of one run (a watcher, the driver's trace writer) are one :class:`Tee`
 (:func:`tee`). Nothing is built for a run nobody listens to: ``Run.steps`` is ``None`` and
@@ -31,7 +31,9 @@ backlog in order (every later event too, so the order is kept), and ``settle`` f
 backlog to the channel, waiting for the consumer. A slow consumer therefore slows only its own
 run, and only where that run holds no slot: other runs never wait for it. The backlog holds at
 most the events between two settle points: one model reply's deltas (bounded by the reply's
-length) plus one turn's tool events (bounded by the calls of one reply).
+length) plus one turn's tool events (bounded by the calls of one reply). A
+:class:`ToolProgress` is a sample rather than a fact: it is dropped while a backlog exists, so
+a long tool's progress never grows the backlog.
 
 Events are frozen attrs values; :func:`agentcore.core.dumps` encodes them (the class-level
 ``name`` is a stable snake_case name, e.g. for an SSE ``event:`` line).
@@ -75,9 +77,15 @@ __all__ = [
     "StepSink",
     "StepStream",
     "ToolEnded",
+    "ToolProgress",
     "ToolStarted",
+    "ToolWaited",
     "tee",
 ]
+
+ToolCap = Literal["turn", "batch", "tool"]
+"""Which cap a tool call waited for: its tool's per-turn cap, its batch's cap over all tools,
+or its tool's ``max_concurrency`` across the driver."""
 
 ToolSource = Literal["executed", "coalesced", "cached"]
 """How a tool call got its outcome: its own execution, a concurrent identical call's, or the
@@ -257,6 +265,45 @@ class RunAborted:
     at: float
 
 
+@attrs.frozen
+class ToolWaited:
+    """A tool call waited for a concurrency cap (no inference slot held), and got through it.
+
+    Pushed when the wait ends, between the call's :class:`ToolStarted` and its
+    :class:`ToolEnded` (whose ``duration`` includes the wait). A call may wait for the turn's
+    cap, then the batch's, then (for its execution) the tool's.
+    """
+
+    name: ClassVar[str] = "tool_waited"
+    run: int
+    call_id: str
+    tool: str
+    cap: ToolCap
+    since: float
+    """trio time the wait began."""
+    at: float
+    """trio time the call got through the cap."""
+
+    @property
+    def wait(self) -> float:
+        """Seconds waited."""
+        return self.at - self.since
+
+
+@attrs.frozen
+class ToolProgress:
+    """A long tool reported how far it has got (``RunContext.progress``); never waits."""
+
+    name: ClassVar[str] = "tool_progress"
+    run: int
+    call_id: str
+    tool: str
+    fraction: float
+    """The share done, from 0 to 1."""
+    message: str
+    at: float
+
+
 StepEvent = (
     RunStarted
     | RequestQueued
@@ -269,6 +316,8 @@ StepEvent = (
     | ToolEnded
     | RunFinished
     | RunAborted
+    | ToolWaited
+    | ToolProgress
 )
 """Every step event a run can push."""
 
@@ -342,6 +391,8 @@ class StepChannel:
     def push(self, event: StepEvent) -> None:
         if self._closed:
             return
+        if self._backlog and type(event) is ToolProgress:
+            return  # a sample, not a fact: a consumer that fell behind skips it
         if not self._backlog:
             try:
                 self._send.send_nowait(event)

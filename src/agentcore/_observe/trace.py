@@ -27,6 +27,11 @@ Tracks (``pid``/``tid`` in the trace format):
   ``tool (cached)`` / ``tool (shared)``, when it got its answer.
 - *back-offs* (pid 3): a slice per back-off sleep between attempts (no slot held).
   An attempt still holding its slot when its run ends was cancelled: it is drawn grey.
+- *tool cap waits* (pid 5): a slice per wait of a tool call for a concurrency cap (its
+  turn's, its batch's or its tool's; no slot held), from a ``ToolWaited``. An execution that
+  waited for its tool's cap has its slice start when the wait ended.
+- tool progress (pid 2): a process-wide instant event per ``ToolProgress`` (``tool 40%``, the
+  message in its arguments).
 - counters (pid 4): slots in use, requests waiting for a slot, agents running, results.
 - instant events (pid 4): each agent's end, with its status.
 
@@ -58,16 +63,19 @@ from .steps import (
     RunStarted,
     StepEvent,
     ToolEnded,
+    ToolProgress,
+    ToolWaited,
 )
 
-__all__ = ["SLOTS_PID", "TraceWriter", "read_trace"]
+__all__ = ["SLOTS_PID", "TOOL_WAITS_PID", "TraceWriter", "read_trace"]
 
-SLOTS_PID, TOOLS_PID, BACKOFF_PID, BATCH_PID = 1, 2, 3, 4
+SLOTS_PID, TOOLS_PID, BACKOFF_PID, BATCH_PID, TOOL_WAITS_PID = 1, 2, 3, 4, 5
 _PROCESS_NAMES = {
     SLOTS_PID: "inference slots",
     TOOLS_PID: "tool executions",
     BACKOFF_PID: "back-offs (no slot held)",
     BATCH_PID: "batch",
+    TOOL_WAITS_PID: "tool cap waits (no slot held)",
 }
 
 
@@ -110,6 +118,10 @@ class TraceWriter:
         self._backoffs = _Lanes()
         self._backoff_ends: list[tuple[float, int]] = []
         self._tool_ends: list[tuple[float, int]] = []
+        self._waits = _Lanes()
+        self._wait_ends: list[tuple[float, int]] = []
+        self._capped: dict[tuple[int, str], float] = {}
+        """When each call in progress got through its tool's cap (calls that waited only)."""
         self._answered_named = False
         self._attempts: dict[tuple[int | None, str], tuple[RequestStarted, int]] = {}
         """The attempts holding a slot, with their track."""
@@ -176,6 +188,10 @@ class TraceWriter:
             self._backoff(event)  # type: ignore[arg-type]
         elif kind is ToolEnded:
             self._tool_ended(event)  # type: ignore[arg-type]
+        elif kind is ToolWaited:
+            self._tool_waited(event)  # type: ignore[arg-type]
+        elif kind is ToolProgress:
+            self._tool_progress(event)  # type: ignore[arg-type]
         elif kind is RunStarted:
             assert isinstance(event, RunStarted)
             self._index[event.run] = event.index
@@ -336,6 +352,7 @@ class TraceWriter:
     # -------------------------------------------------------------------- tools
 
     def _tool_ended(self, event: ToolEnded) -> None:
+        capped = self._capped.pop((event.run, event.call_id), None) if self._capped else None
         if event.source != "executed":
             # A call answered by the cache or a shared execution: an instant, not a slice.
             if not self._answered_named:
@@ -363,6 +380,8 @@ class TraceWriter:
             )
             return
         started = event.at - event.duration
+        if capped is not None:
+            started = max(started, capped)  # its wait for the tool's cap has a slice of its own
         used = self._tools.used
         lane = self._free_lane(self._tools, self._tool_ends, started, event.at)
         self._thread_name(TOOLS_PID, lane, used, "tools")
@@ -371,7 +390,7 @@ class TraceWriter:
             "name": name if waiters <= 1 else f"{name} ({waiters} calls)",
             "ph": "X",
             "ts": self._us(started),
-            "dur": round(event.duration * 1e6, 1),
+            "dur": round((event.at - started) * 1e6, 1),
             "pid": TOOLS_PID,
             "tid": lane,
             "args": {"tool": name, "waiters": waiters},
@@ -380,6 +399,50 @@ class TraceWriter:
             slice_["cname"] = "terrible"
             slice_["args"]["error"] = f"{event.error.type}: {event.error.message}"[:200]
         self._emit(slice_)
+
+    def _tool_waited(self, event: ToolWaited) -> None:
+        if event.cap == "tool":
+            self._capped[event.run, event.call_id] = event.at
+        used = self._waits.used
+        lane = self._free_lane(self._waits, self._wait_ends, event.since, event.at)
+        self._thread_name(TOOL_WAITS_PID, lane, used, "waits")
+        self._emit(
+            {
+                "name": f"{self._who(event.run)} · {event.tool} waits ({event.cap} cap)",
+                "ph": "X",
+                "ts": self._us(event.since),
+                "dur": round(event.wait * 1e6, 1),
+                "pid": TOOL_WAITS_PID,
+                "tid": lane,
+                "cname": "yellow",
+                "args": {
+                    "agent": self._index.get(event.run),
+                    "run": event.run,
+                    "tool": event.tool,
+                    "call": event.call_id,
+                    "cap": event.cap,
+                    "wait_ms": round(event.wait * 1e3, 3),
+                },
+            }
+        )
+
+    def _tool_progress(self, event: ToolProgress) -> None:
+        self._emit(
+            {
+                "name": f"{event.tool} {100 * event.fraction:.0f}%",
+                "ph": "i",
+                "s": "p",
+                "ts": self._us(event.at),
+                "pid": TOOLS_PID,
+                "args": {
+                    "agent": self._index.get(event.run),
+                    "run": event.run,
+                    "call": event.call_id,
+                    "fraction": event.fraction,
+                    "message": event.message[:200],
+                },
+            }
+        )
 
     # -------------------------------------------------------------------- end
 

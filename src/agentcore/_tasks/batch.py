@@ -24,6 +24,7 @@ import trio
 from .._codecs.codec import WARM_UPS, Backend, WarmUp
 from .._codecs.values import json_value
 from .._core.budgets import UsageLimits
+from .._core.caps import check_cap
 from .._core.errors import ConfigError
 from .._core.events import AbortKind, AbortReason
 from .._core.loop import AgentLoop
@@ -228,6 +229,7 @@ async def open_batch(
     on_budget: OnBudget = "finish",
     steps: StepSink | None = None,
     deps: Any = None,
+    max_tool_concurrency: int | None = None,
     **driver_options: Any,
 ) -> AsyncIterator[BatchStream[T]]:
     """Run ``task`` over ``inputs``; results arrive in completion order.
@@ -268,6 +270,9 @@ async def open_batch(
         deps: any object, handed to tools that take a :class:`~agentcore.RunContext`
             (``ctx.deps``), with the run's index and input.
         steps: receives every agent's step events (``Driver.stream``; docs/watching.md).
+        max_tool_concurrency: tool calls of the batch in progress at once, over all its agents
+            and tools, at most (the others wait in the order they came, holding no
+            inference slot; ``None``: no cap). docs/tools.md, "Caps".
         **driver_options: fields of :class:`~agentcore.DriverOptions` (``model=``,
             ``max_inflight=``...) replacing those of ``options``, or dialect options, as for
             :func:`agentcore.open_driver`.
@@ -279,6 +284,7 @@ async def open_batch(
         ConfigError: ``driver`` lacks some of the task's tools, or options conflict.
         BackendUnavailable: the warm-up request failed for good (no agent was run).
     """
+    check_cap("max_tool_concurrency", max_tool_concurrency)  # before any work
     batch_id = batch_id or new_batch_id()
     indices: list[int] = []
     early: deque[Result[Any]] = deque()
@@ -309,7 +315,12 @@ async def open_batch(
         described: dict[int, tuple[int, Any]] = {}
         loops = _loops(task, inputs, batch_id, indices, early, None, described)
         group = opened.streams.group(
-            steps=steps, deps=deps, describe=described.pop, budget=budget, on_budget=on_budget
+            steps=steps,
+            deps=deps,
+            describe=described.pop,
+            budget=budget,
+            on_budget=on_budget,
+            max_tool_concurrency=max_tool_concurrency,
         )
         results = await stack.enter_async_context(
             opened.streams.open(loops, group, timeout=timeout, max_active=max_active)

@@ -1,14 +1,22 @@
 """:class:`RunContext`: what a tool knows about the run that called it.
 
 A tool function may declare one parameter annotated ``RunContext`` (or ``RunContext[Deps]``).
-That parameter is not an argument the model sees: it is left out of the tool's JSON schema,
-of its validator and of the coalescing key, and the executor fills it at call time with the
-calling run's context.
+That parameter is not an argument the model sees: it is left out of the tool's JSON schema
+and of its validator, and the executor fills it at call time with the calling run's context.
+Only the fields a tool declares ``replay_safe`` enter its reuse key
+(:func:`context_value` reads them).
+
+:meth:`RunContext.progress` reports a long tool's progress. It reaches somebody only when the
+call is observed (a watcher, the trace, the CLI): the driver then hands the tool a context of
+its own for that call, carrying the call's reporter. Otherwise the run's one context has no
+reporter and ``progress`` returns at once: nothing is built for it.
 """
 
 from __future__ import annotations
 
+import math
 import typing
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic
 
 import attrs
@@ -22,7 +30,14 @@ else:  # type parameter defaults exist for type checkers only (PEP 696)
 
     DepsT = TypeVar("DepsT")
 
-__all__ = ["RunContext", "is_context_type"]
+__all__ = [
+    "MISSING",
+    "RunContext",
+    "context_value",
+    "history_of",
+    "is_context_type",
+    "with_reporter",
+]
 
 
 @attrs.frozen
@@ -52,8 +67,90 @@ class RunContext(Generic[DepsT]):
     """The batch input the run was compiled from (``None`` outside a batch)."""
     deps: DepsT
     """The ``deps`` object given to the batch or the driver (``None`` if none was)."""
+    _reporter: Callable[[float, str], None] | None = attrs.field(
+        default=None, eq=False, repr=False, alias="reporter"
+    )
+    """Where :meth:`progress` goes: set for an observed call, else ``None``."""
+    _history: Callable[[], str] | None = attrs.field(
+        default=None, eq=False, repr=False, alias="history"
+    )
+    """The digest of the run's tool history (for ``replay_safe=("history",)`` keys)."""
+
+    def progress(self, fraction: float, message: str = "") -> None:
+        """Report how far the calling tool has got, as a :class:`~agentcore.ToolProgress`
+        step event (to a watcher, the trace, the CLI's progress line).
+
+        Cheap when nobody listens (it returns at once), never waits, holds nothing; callable
+        from an ``async def`` tool and from a plain one running in a worker thread. Reports
+        closer together than 0.1 s are dropped (but the one at ``fraction`` 1); a watcher that
+        falls behind misses some. A shared (coalesced) execution reports to the call that
+        started it.
+
+        Args:
+            fraction: the share done, from 0 to 1.
+            message: what the tool is doing (short).
+
+        Raises:
+            ValueError: ``fraction`` is not a number from 0 to 1, or ``message`` is not text.
+        """
+        if (
+            isinstance(fraction, bool)
+            or not isinstance(fraction, int | float)
+            or not 0.0 <= fraction <= 1.0
+            or math.isnan(fraction)
+        ):
+            raise ValueError(f"progress fraction must be a number from 0 to 1, got {fraction!r}")
+        if not isinstance(message, str):
+            raise ValueError(f"progress message must be a str, got {message!r}")
+        reporter = self._reporter
+        if reporter is not None:
+            reporter(float(fraction), message)
 
 
 def is_context_type(annotation: Any) -> bool:
     """Whether a resolved annotation is ``RunContext`` or ``RunContext[...]``."""
     return annotation is RunContext or typing.get_origin(annotation) is RunContext
+
+
+MISSING: Any = ("agentcore.missing",)
+"""What :func:`context_value` gives for a path that leads nowhere (a key that is absent):
+distinct from every JSON value, so a missing field is a key of its own."""
+
+
+def context_value(context: RunContext[Any], path: str) -> Any:
+    """The value a ``replay_safe`` entry names in ``context``: ``"deps.user_id"`` is
+    ``context.deps.user_id`` (a mapping is read by key, anything else by attribute)."""
+    head, *rest = path.split(".")
+    value: Any = getattr(context, head)
+    for part in rest:
+        if isinstance(value, Mapping):
+            if part not in value:
+                return MISSING
+            value = value[part]
+        else:
+            value = getattr(value, part, MISSING)
+            if value is MISSING:
+                return MISSING
+    return value
+
+
+def history_of(context: RunContext[Any]) -> str:
+    """The digest of the tool history of the run ``context`` belongs to (``""`` outside a
+    run)."""
+    history = context._history
+    return "" if history is None else history()
+
+
+def with_reporter(
+    context: RunContext[Any], reporter: Callable[[float, str], None]
+) -> RunContext[Any]:
+    """``context`` for one observed call: the same fields, progress going to ``reporter``."""
+    return RunContext(
+        index=context.index,
+        run_id=context.run_id,
+        session_id=context.session_id,
+        input=context.input,
+        deps=context.deps,
+        reporter=reporter,
+        history=context._history,
+    )

@@ -8,14 +8,19 @@ One executor serves every agent of a driver. ``call(effect)`` goes through these
    become ``ToolFailed`` at once (``unknown_tool`` / ``invalid_arguments``). Arguments are
    validated here even if the loop validated them already: a ``CallTool`` may come from a
    deserialised effect, and model-supplied input is untrusted wherever it comes from.
-2. *Cache* (tools declared ``cache=True`` only). A successful result stored for the same key
-   and not yet expired (``ttl``, in trio time) answers the call without running anything.
-   Failures are never cached. The cache holds at most ``cache_size`` results over all tools;
-   past it the least recently used one is dropped.
-3. *Coalescing* (tools declared ``coalesce=True`` or ``cache=True`` only: a tool with side
-   effects must run once per call). A tool's :class:`~agentcore.RunContext` parameter is no
-   argument: it is not part of the key, and a shared execution sees the context of the call
-   that started it. The key is the tool name plus the
+2. *Reuse* (tools declared ``replay_safe=...`` or ``cache=True`` only). A successful result
+   kept for the same key and not yet expired (``ttl``, in trio time) answers the call without
+   running anything. The key is the coalescing key below plus, for a tool declaring context
+   fields, their canonical values and, if declared, the run's tool-history digest
+   (:mod:`agentcore._core.replay`, the safety rule): runs that differ in a declared field
+   never share a result, and a call whose declared field has no canonical value gets no key
+   and runs on its own. Failures are never kept. The store holds at most ``cache_size``
+   results over all tools; past it the least recently used one is dropped.
+3. *Coalescing* (tools declared ``coalesce=True``, ``cache=True`` or ``replay_safe`` only: a
+   tool with side effects must run once per call). A plain ``coalesce=True`` tool's
+   :class:`~agentcore.RunContext` parameter is no argument: it is not part of the key, and a
+   shared execution sees the context of the call that started it; a ``replay_safe`` tool
+   shares only under its full reuse key. The key is the tool name plus the
    canonical JSON of the validated arguments. The pure :class:`SingleflightTable` decides
    whether this call *leads* (it starts the one shared execution, in a task of the
    executor's nursery) or *joins* an execution already in flight. Either way the caller then
@@ -28,10 +33,13 @@ One executor serves every agent of a driver. ``call(effect)`` goes through these
    The execution's own task is the price of that (one task per shared execution, none per
    waiter). With ``coalesce=False`` the execution runs in the caller's own task, once per
    call.
-4. *Limits*, per execution and in this order: the tool's ``max_concurrency`` slot (a
-   ``trio.CapacityLimiter``, FIFO), then a token from its rate limiter (a token bucket in trio
-   time, FIFO), then the ``timeout`` clock starts. Time spent queueing for a slot or a token
-   does not count against the timeout.
+4. *Limits*, per execution and in this order: the tool's ``max_concurrency`` cap (a
+   :class:`~agentcore._tools.caps.Cap`, FIFO; a wait for it is told to the call's
+   :class:`CallReport`, which reports it as a ``ToolWaited`` step event), then a token from
+   its rate limiter (a token bucket in trio time, FIFO), then the ``timeout`` clock starts.
+   Time spent queueing for the cap or a token does not count against the timeout. (The
+   per-turn and per-batch caps are the runner's: they are waited for before the call gets
+   here.)
 5. *Running.* ``async def`` tools run in the execution's task. Plain functions run in a
    worker thread (``trio.to_thread.run_sync``) bounded by one limiter shared by all sync
    tools (``thread_limit``). A thread cannot be killed, so each thread is owned by a small
@@ -54,7 +62,6 @@ One executor serves every agent of a driver. ``call(effect)`` goes through these
 
 from __future__ import annotations
 
-import math
 import types
 import typing
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable, Mapping
@@ -67,10 +74,13 @@ import trio
 from .._codecs.values import json_value
 from .._core.errors import ConfigError
 from .._core.events import CallTool, ToolError, ToolFailed, ToolReturned
+from .._core.replay import ResultStore, replay_key
 from .._core.schema import ValidationFailed
 from .._core.singleflight import SingleflightTable, tool_key
-from .context import RunContext
-from .spec import Tool, encode_result
+from .._observe.steps import ToolCap
+from .caps import Cap
+from .context import MISSING, RunContext, context_value, history_of
+from .spec import HISTORY, Tool, encode_result
 
 __all__ = [
     "CallReport",
@@ -259,7 +269,7 @@ class CallReport:
     """How one call got its outcome: filled in by :meth:`ToolExecutor.call` when given one
     (the driver passes one to report the call as a step event)."""
 
-    __slots__ = ("calls", "exception", "failures", "source")
+    __slots__ = ("calls", "exception", "failures", "on_wait", "source")
 
     def __init__(self) -> None:
         self.source: Literal["executed", "coalesced", "cached"] = "executed"
@@ -273,6 +283,9 @@ class CallReport:
         self.failures = 0
         """For the call that ran a failed execution: the tool's failed executions so far in
         this executor, this one included (0 for every other call)."""
+        self.on_wait: Callable[[ToolCap, float], None] | None = None
+        """Told ``("tool", since)`` when the call's execution got the tool's
+        ``max_concurrency`` cap after waiting for it since trio time ``since``."""
 
 
 class _Flight:
@@ -280,7 +293,7 @@ class _Flight:
     tasks the singleflight table lists for ``key``; each is parked until the execution hands
     it the outcome. ``abandoned``: its last waiter left, so its outcome belongs to nobody."""
 
-    __slots__ = ("abandoned", "calls", "outcome", "scope")
+    __slots__ = ("abandoned", "calls", "outcome", "report", "scope")
 
     def __init__(self) -> None:
         self.outcome: _Outcome = _CANCELLED
@@ -288,6 +301,8 @@ class _Flight:
         self.abandoned = False
         self.calls = 0
         """The waiters the outcome was handed to."""
+        self.report: CallReport | None = None
+        """The report of the call that started the execution (told of its wait for a cap)."""
 
 
 @attrs.define(eq=False)
@@ -300,12 +315,6 @@ class _ThreadCall:
     value: Any = None
     error: Exception | None = None
     abandoned: bool = False
-
-
-@attrs.frozen
-class _CacheEntry:
-    content: str
-    expires: float  # trio time; math.inf for no ttl
 
 
 def _reply(call_id: str, outcome: _Outcome, report: CallReport | None) -> ToolReturned | ToolFailed:
@@ -344,16 +353,31 @@ class ToolExecutor:
         self._unknown_tool = 0
         self._table: SingleflightTable[trio.lowlevel.Task] = SingleflightTable()
         self._flights: dict[Hashable, _Flight] = {}
-        self._cache: dict[Hashable, _CacheEntry] = {}
-        self._sweep_at = 64
-        self._cache_size = cache_size
+        self._store = ResultStore(cache_size)
         self._counters = {name: _Counters() for name in by_name}
-        self._value_keyed = {name for name, t in by_name.items() if _keyed_by_value(t)}
+        self._replay = {
+            name: t.options.replay_safe
+            for name, t in by_name.items()
+            if t.options.cache and t.options.replay_safe
+        }
+        """The declared context fields of each ``replay_safe`` tool that declares some."""
+        self._value_keyed = {
+            name for name, t in by_name.items() if _keyed_by_value(t) and name not in self._replay
+        }
         self._limiters = {
-            name: trio.CapacityLimiter(t.options.max_concurrency)
+            name: Cap(t.options.max_concurrency)
             for name, t in by_name.items()
             if t.options.max_concurrency is not None
         }
+        self.turn_caps: Mapping[str, int] = types.MappingProxyType(
+            {
+                name: t.options.max_per_turn
+                for name, t in by_name.items()
+                if t.options.max_per_turn is not None
+            }
+        )
+        """The per-turn cap of each tool that has one (the runner applies them; empty when
+        no tool has one)."""
         self._rates = {
             name: _RateLimiter(_TokenBucket(t.options.rate, t.options.burst or 1))
             for name, t in by_name.items()
@@ -427,11 +451,16 @@ class ToolExecutor:
             key = (tool.name, arguments)
         else:
             key = self._key(tool, raw, arguments)
+            fields = self._replay.get(tool.name)
+            if fields is not None and key is not None:
+                if run_context is None:
+                    run_context = _NO_RUN if context is None else context()
+                key = _reuse_key(key, fields, run_context)
         if key is None:
-            outcome = await self._execute(tool, arguments, run_context)
+            outcome = await self._execute(tool, arguments, run_context, report)
             return _reply(effect.call_id, outcome, report)
         if tool.options.cache:
-            content = self._cached(key)
+            content = self._store.get(key, trio.current_time())
             if content is not None:
                 counters.cache_hits += 1
                 if report is not None:
@@ -456,7 +485,7 @@ class ToolExecutor:
             unknown_tool=self._unknown_tool,
             dedup_ratio=shared / valid if valid else 0.0,
             flights=len(self._table),
-            cached_results=len(self._cache),
+            cached_results=len(self._store),
             threads_running=self._thread_limiter.statistics().borrowed_tokens,
             threads_abandoned=self._threads_abandoned,
         )
@@ -487,6 +516,7 @@ class ToolExecutor:
         me = trio.lowlevel.current_task()
         if self._table.join(key, me):
             flight = self._flights[key] = _Flight()
+            flight.report = report
             self._nursery.start_soon(self._fly, flight, key, tool, arguments, context)
         else:
             flight = self._flights[key]
@@ -518,7 +548,7 @@ class ToolExecutor:
         outcome: _Outcome | None = None
         try:
             with flight.scope:
-                outcome = await self._execute(tool, arguments, context)
+                outcome = await self._execute(tool, arguments, context, flight.report)
         finally:
             if not flight.abandoned:  # else the key is free already, maybe flying again
                 # Finished, or the executor itself is closing: the waiters get the outcome
@@ -528,54 +558,41 @@ class ToolExecutor:
                 if outcome is not None:
                     flight.outcome = outcome
                     if tool.options.cache and isinstance(outcome, str):
-                        self._store(key, outcome, tool.options.ttl)
+                        self._store.put(key, outcome, trio.current_time(), tool.options.ttl)
                 flight.calls = len(waiters)
                 for waiter in waiters:
                     trio.lowlevel.reschedule(waiter)
 
-    # ------------------------------------------------------------------------- cache
-
-    def _cached(self, key: Hashable) -> str | None:
-        entry = self._cache.get(key)
-        if entry is None:
-            return None
-        del self._cache[key]
-        if trio.current_time() >= entry.expires:
-            return None
-        self._cache[key] = entry  # most recently used last
-        return entry.content
-
-    def _store(self, key: Hashable, content: str, ttl: float | None) -> None:
-        now = trio.current_time()
-        self._cache.pop(key, None)
-        self._cache[key] = _CacheEntry(content, math.inf if ttl is None else now + ttl)
-        if len(self._cache) >= self._sweep_at:
-            # Amortised sweep of expired entries: the cache may at most double between sweeps.
-            self._cache = {k: e for k, e in self._cache.items() if e.expires > now}
-            self._sweep_at = max(64, 2 * len(self._cache))
-        if len(self._cache) > self._cache_size:
-            del self._cache[next(iter(self._cache))]  # the least recently used
-
     # ------------------------------------------------------------------------- execution
 
     def _execute(
-        self, tool: Tool[..., Any], arguments: Any, context: RunContext[Any] | None
+        self,
+        tool: Tool[..., Any],
+        arguments: Any,
+        context: RunContext[Any] | None,
+        report: CallReport | None = None,
     ) -> Awaitable[_Outcome]:
         # A plain function returning the coroutine: no frame of its own for unlimited tools.
         limiter = self._limiters.get(tool.name)
         if limiter is None:
             return self._start(tool, arguments, context)
-        return self._limited(limiter, tool, arguments, context)
+        return self._limited(limiter, tool, arguments, context, report)
 
     async def _limited(
         self,
-        limiter: trio.CapacityLimiter,
+        limiter: Cap,
         tool: Tool[..., Any],
         arguments: Any,
         context: RunContext[Any] | None,
+        report: CallReport | None,
     ) -> _Outcome:
-        async with limiter:
+        since = await limiter.acquire()
+        try:
+            if since is not None and report is not None and report.on_wait is not None:
+                report.on_wait("tool", since)
             return await self._start(tool, arguments, context)
+        finally:
+            limiter.release()
 
     async def _start(
         self, tool: Tool[..., Any], arguments: Any, context: RunContext[Any] | None
@@ -646,6 +663,23 @@ class ToolExecutor:
             call.done.set()
 
 
+def _reuse_key(key: Hashable, fields: tuple[str, ...], context: RunContext[Any]) -> Hashable | None:
+    """The reuse key of a ``replay_safe`` call (the safety rule: :mod:`agentcore._core.replay`)."""
+    values: list[Any] = []
+    for field in fields:
+        if field == HISTORY:
+            values.append(history_of(context))
+            continue
+        value = context_value(context, field)
+        if value is not MISSING:
+            try:
+                value = json_value(value)
+            except (TypeError, ValueError):
+                return None  # no canonical form: neither reused nor shared
+        values.append(value)
+    return replay_key(key, values, MISSING)
+
+
 def _registry(tools: Iterable[Tool[..., Any]], thread_limit: int) -> dict[str, Tool[..., Any]]:
     by_name: dict[str, Tool[..., Any]] = {}
     for t in tools:
@@ -682,8 +716,8 @@ async def open_tool_executor(
     Args:
         tools: tools made with :func:`agentcore.tool`; names must be unique.
         thread_limit: worker threads running sync tools at once, over all tools.
-        cache_size: results of ``cache=True`` tools kept at most, over all tools (the least
-            recently used goes first).
+        cache_size: results of ``cache=True`` and ``replay_safe`` tools kept at most, over all
+            tools (the least recently used goes first).
 
     Yields:
         The :class:`ToolExecutor`.

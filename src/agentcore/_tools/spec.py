@@ -9,12 +9,13 @@ builds three things from them:
 - a :class:`~agentcore.core.ToolSpec` whose JSON schema is derived from that class and whose
   validator structures model-supplied JSON into an instance of it. Schema and validation come
   from the same type through :mod:`agentcore._core.schema`, so they cannot drift apart;
-- frozen :class:`ToolOptions` (caching, coalescing, timeout, concurrency and rate limits) that
-  the tool executor honours.
+- frozen :class:`ToolOptions` (caching, coalescing, timeout, concurrency caps and rate limits)
+  that the tool executor and the runner honour.
 
 Side effects are never merged silently: a tool runs once per call unless it is declared a
-read (``coalesce=True``: concurrent identical calls share one execution) or deterministic
-(``cache=True``, which implies ``coalesce``). See docs/tools.md.
+read (``coalesce=True``: concurrent identical calls share one execution) or replay-safe
+(``replay_safe=(fields...)``, or ``cache=True`` for a result that depends on its arguments
+alone; both imply ``coalesce``). See docs/tools.md.
 
 The :class:`Tool` object stays callable like the original function, so decorated functions can
 still be unit-tested directly.
@@ -28,7 +29,7 @@ import inspect
 import re
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, ParamSpec, TypeVar, final, overload
 
 import attrs
@@ -39,7 +40,7 @@ from .._core.messages import ToolSpec
 from .._core.schema import json_schema, structure
 from .context import RunContext, is_context_type
 
-__all__ = ["Tool", "ToolOptions", "encode_result", "tool"]
+__all__ = ["HISTORY", "Tool", "ToolOptions", "encode_result", "tool"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -63,19 +64,59 @@ def _positive_int(name: str, value: int | None) -> None:
         raise ConfigError(f"{name} must be a positive integer, got {value!r}")
 
 
+_CONTEXT_FIELDS = ("index", "run_id", "session_id", "input", "deps")
+HISTORY = "history"
+"""The ``replay_safe`` entry naming the run's tool history (the calls and results of its
+earlier turns) rather than a context field."""
+
+
+def _replay_fields(value: Any) -> tuple[str, ...] | None:
+    """``replay_safe`` as a sorted tuple of distinct entries (``None`` stays ``None``)."""
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise ConfigError(
+            "replay_safe must be a sequence of context fields, such as ('input.task',) "
+            f"(or () for none), got {value!r}"
+        )
+    fields = tuple(value)
+    for field in fields:
+        if not isinstance(field, str) or not (
+            field == HISTORY
+            or (field.split(".", 1)[0] in _CONTEXT_FIELDS and "" not in field.split("."))
+        ):
+            raise ConfigError(
+                f"replay_safe entry {field!r} is not a context field: use one of "
+                f"{', '.join(_CONTEXT_FIELDS)}, optionally with a dotted path into it "
+                f"('deps.user_id', 'input.task'), or {HISTORY!r} for the run's tool history"
+            )
+    return tuple(sorted(set(fields)))
+
+
 @attrs.frozen(kw_only=True)
 class ToolOptions:
-    """How the tool executor runs a tool. Every option is off by default (``coalesce``
-    follows ``cache``).
+    """How the tool executor runs a tool. Every option is off by default (``cache`` follows
+    ``replay_safe``, ``coalesce`` follows ``cache``).
 
     Raises:
         ConfigError: an option is out of range, or options contradict each other (``ttl``
-            without ``cache``, ``cache`` without ``coalesce``, ``burst`` without ``rate``).
+            without ``cache``, ``cache`` without ``coalesce``, ``burst`` without ``rate``,
+            ``replay_safe`` with ``cache=False``).
     """
 
-    cache: bool = False
-    """Remember successful results per arguments and answer later identical calls from
-    memory. Only for deterministic tools without side effects."""
+    replay_safe: tuple[str, ...] | None = attrs.field(default=None, converter=_replay_fields)
+    """The context fields a result depends on, besides the arguments (``None``: not
+    declared). Declared, successful results are kept and answer later calls whose key (tool,
+    arguments, the values of these fields, and the tool history when ``"history"`` is one of
+    them) is the same, across runs and batches of one driver. Entries: ``index``, ``run_id``,
+    ``session_id``, ``input``, ``deps``, each optionally with a dotted path into it
+    (``"deps.user_id"``, ``"input.task"``), or ``"history"``."""
+    cache: bool = attrs.field(
+        default=attrs.Factory(lambda self: self.replay_safe is not None, takes_self=True)
+    )
+    """Remember successful results and answer later calls with the same key from memory
+    (the key: see ``replay_safe``; with ``replay_safe`` undeclared, the tool name and
+    arguments alone). Only for deterministic tools without side effects."""
     ttl: float | None = None
     """Seconds a cached result stays valid (``None``: for the executor's lifetime)."""
     coalesce: bool = attrs.field(default=attrs.Factory(lambda self: self.cache, takes_self=True))
@@ -91,6 +132,9 @@ class ToolOptions:
     burst: int | None = None
     """How many executions may start back to back after an idle spell (bucket size;
     default 1 when ``rate`` is set)."""
+    max_per_turn: int | None = None
+    """At most this many calls of the tool in progress at once within one agent turn (a
+    reply asking for more runs them in the order the model listed them)."""
 
     def __attrs_post_init__(self) -> None:
         for flag in ("cache", "coalesce"):
@@ -101,8 +145,11 @@ class ToolOptions:
         _positive_number("rate", self.rate)
         _positive_int("max_concurrency", self.max_concurrency)
         _positive_int("burst", self.burst)
+        _positive_int("max_per_turn", self.max_per_turn)
+        if self.replay_safe is not None and not self.cache:
+            raise ConfigError("replay_safe keeps results: it cannot be combined with cache=False")
         if self.ttl is not None and not self.cache:
-            raise ConfigError("ttl needs cache=True")
+            raise ConfigError("ttl needs cache=True or replay_safe")
         if self.cache and not self.coalesce:
             raise ConfigError(
                 "cache=True needs coalesce=True: a cached tool is deterministic, so identical "
@@ -344,6 +391,17 @@ class Tool(Generic[P, R]):
             raise ConfigError(f"tool {tool_name!r}: cannot read the signature: {exc}") from None
         docs = _parse_docstring(inspect.getdoc(function), tuple(signature.parameters))
         arguments_type, binding = _arguments_type(function, tool_name, docs.arguments)
+        if (
+            binding.context is not None
+            and options is not None
+            and options.cache
+            and options.replay_safe is None
+        ):
+            raise ConfigError(
+                f"tool {tool_name!r} takes the RunContext and keeps its results: declare the "
+                "context fields its result depends on, replay_safe=('deps.user_id', ...), or "
+                "replay_safe=() if it depends on none (a cached result is handed to other runs)"
+            )
         parameters = json_schema(arguments_type)
 
         def validate(arguments: Any) -> Any:
@@ -416,6 +474,8 @@ def tool(
     max_concurrency: int | None = None,
     rate: float | None = None,
     burst: int | None = None,
+    replay_safe: Iterable[str] | None = None,
+    max_per_turn: int | None = None,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 
 
@@ -432,6 +492,8 @@ def tool(
     max_concurrency: int | None = None,
     rate: float | None = None,
     burst: int | None = None,
+    replay_safe: Iterable[str] | None = None,
+    max_per_turn: int | None = None,
 ) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
     """Make a function callable by the model.
 
@@ -460,7 +522,9 @@ def tool(
         name: the tool's name (default: the function's ``__name__``).
         description: overrides the docstring's description.
         cache: remember successful results (deterministic tools only); implies ``coalesce``.
-        ttl: seconds a cached result stays valid; needs ``cache``.
+            The key is the tool and its arguments: a tool that takes the
+            :class:`~agentcore.RunContext` must name what it reads with ``replay_safe``.
+        ttl: seconds a kept result stays valid; needs ``cache`` or ``replay_safe``.
         coalesce: share one execution among concurrent identical calls: declare it for
             reads without side effects (default: off, or on with ``cache``). A tool with
             side effects runs once per call.
@@ -468,6 +532,12 @@ def tool(
         max_concurrency: executions of this tool running at once, at most.
         rate: executions started per second, at most, on average.
         burst: executions that may start back to back (token-bucket size, default 1).
+        replay_safe: the context fields the result depends on besides the arguments
+            (``("input.task",)``, ``("deps.user_id", "history")``; ``()``: none). Results are
+            then kept and reused across runs whose key is the same (implies ``cache``); see
+            :attr:`ToolOptions.replay_safe` and docs/tools.md for the safety rule.
+        max_per_turn: calls of this tool in progress at once within one agent turn, at most
+            (the others wait their turn, in the model's order).
 
     Returns:
         A :class:`Tool`, or a decorator making one.
@@ -476,14 +546,17 @@ def tool(
         ConfigError: the function cannot be described (missing annotation, ``*args``,
             unsupported type, invalid name) or the options are invalid.
     """
+    keeps = cache or replay_safe is not None
     options = ToolOptions(
-        cache=cache,
+        replay_safe=replay_safe,  # converted to a sorted tuple
+        cache=keeps,
         ttl=ttl,
-        coalesce=cache if coalesce is None else coalesce,
+        coalesce=keeps if coalesce is None else coalesce,
         timeout=timeout,
         max_concurrency=max_concurrency,
         rate=rate,
         burst=burst,
+        max_per_turn=max_per_turn,
     )
 
     def decorate(fn: Callable[P, R]) -> Tool[P, R]:

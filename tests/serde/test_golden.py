@@ -195,18 +195,28 @@ GOLDEN: list[tuple[str, Any, bytes]] = [
         b'"model_calls":1,"tool_turns":0,"tool_errors":0,"output_retries":0,"final":false,'
         b'"usage":{"prompt_tokens":7,"completion_tokens":2,"cached_tokens":null},'
         b'"results":[{"type":"tool","call_id":"c0","name":"f","content":"ok","is_error":false},'
-        b'null],"tool_calls":0,"planning":false,"plans":0,"partial":"","truncated_replies":0,"missing_tool_calls":0}',
+        b'null],"tool_calls":0,"planning":false,"plans":0,"partial":"","truncated_replies":0,'
+        b'"missing_tool_calls":0,"tool_failures":{"counts":{},"first":{}}}',
     ),
 ]
 
 # A loop snapshot written before the truncation counters existed still loads (with zeros).
 OLD_LOOP_SNAPSHOT = GOLDEN[-1][2].replace(
-    b',"partial":"","truncated_replies":0,"missing_tool_calls":0}', b"}"
+    b',"partial":"","truncated_replies":0,"missing_tool_calls":0,'
+    b'"tool_failures":{"counts":{},"first":{}}}',
+    b"}",
 )
 
 
 def test_a_snapshot_without_the_truncation_fields_loads() -> None:
+    assert len(OLD_LOOP_SNAPSHOT) < len(GOLDEN[-1][2])
     assert agentcore.core.loads(OLD_LOOP_SNAPSHOT, LoopSnapshot) == GOLDEN[-1][1]
+
+
+def test_a_snapshot_written_before_tool_failures_were_counted_loads_with_none() -> None:
+    before = GOLDEN[-1][2].replace(b',"tool_failures":{"counts":{},"first":{}}}', b"}")
+    assert len(before) < len(GOLDEN[-1][2])
+    assert agentcore.core.loads(before, LoopSnapshot) == GOLDEN[-1][1]
 
 
 UNIONS = [agentcore.core.Message, agentcore.core.Event, agentcore.core.Effect]

@@ -74,7 +74,8 @@ def batch_client(  # noqa: PLR0917 - the call site's values, in its order
     api = OPENAI_BATCHES if configured.name == "openai-batch" else ANTHROPIC_BATCHES
     journal = BatchJournal(settings.get("journal"))
     timing = {k: float(settings[k]) for k in ("gather", "poll", "poll_max") if k in settings}
-    return BatchModelClient(configured.codec, transport, api, journal, model, ledger, **timing)
+    codec = configured.codec
+    return BatchModelClient(codec, transport, api, journal, model, ledger=ledger, **timing)
 
 
 def batch_slots(client: ModelClient, max_inflight: int) -> int:

@@ -126,13 +126,14 @@ class BatchModelClient:
         poll_max: the longest wait between polls.
     """
 
-    def __init__(  # noqa: PLR0917 - a constructor of settings
+    def __init__(
         self,
         codec: Codec,
         transport: Transport,
         api: BatchApi,
         journal: BatchJournal,
         model: str,
+        *,
         ledger: CostLedger | None = None,
         gather: float = 1.0,
         poll: float = 5.0,

@@ -13,7 +13,7 @@ from agentcore import Task, run_batch
 from agentcore._codecs.http import HttpRequest
 from agentcore._codecs.openai import OpenAICodec
 from agentcore._core.errors import TransportError, TransportErrorKind
-from agentcore._transports.batch_api import BatchState, LineResult
+from agentcore._transports.batch_api import OPENAI_BATCHES, BatchState, LineResult
 from agentcore._transports.batch_journal import BatchJournal
 from agentcore._transports.batching import BatchModelClient
 from agentcore._transports.protocol import Transport
@@ -36,6 +36,7 @@ class ScriptedBatches:
 
     polls: int = 1
     refuse: int = 0
+    unanswered: int = 0
     name: str = "openai-batch"
     max_requests: int = 100
     max_bytes: int = 1 << 20
@@ -64,7 +65,22 @@ class ScriptedBatches:
     async def results(
         self, transport: Transport, sample: HttpRequest, state: BatchState, custom_ids: list[str]
     ) -> dict[str, LineResult]:
-        return {cid: (200, orjson.dumps(ANSWER)) for cid in custom_ids}
+        answers = {cid: (200, orjson.dumps(ANSWER)) for cid in custom_ids}
+        if self.unanswered:  # as an expired line: the provider names it in no result
+            self.unanswered -= 1
+            return await _unanswered(self, state, custom_ids)
+        return answers
+
+
+async def _unanswered(
+    api: ScriptedBatches, state: BatchState, custom_ids: list[str]
+) -> dict[str, LineResult]:
+    """What the OpenAI adapter makes of a batch whose output file lacks every line."""
+    empty = attrs.evolve(state, where=())
+    return await OPENAI_BATCHES.results(NoTransport(), SAMPLE, empty, custom_ids)  # type: ignore[arg-type]
+
+
+SAMPLE = HttpRequest("POST", "http://batch.invalid/v1/chat/completions")
 
 
 class NoTransport:
@@ -114,3 +130,13 @@ async def test_a_call_cancelled_while_its_hop_gathers_leaves_the_hop(autojump_cl
     results = await run_batch(TASK, [{"n": 2}], backend=client)
     assert [r.output for r in results] == ["done"]
     assert [len(ids) for ids in api.submitted] == [1]  # only the second call was sent
+
+
+async def test_unanswered_lines_are_retried_in_later_hops_even_twice_in_a_row(
+    autojump_clock: Any,
+) -> None:
+    api = ScriptedBatches(unanswered=2)
+    client = _client(api, gather=0.1, poll=0.1)
+    results = await run_batch(TASK, [{"n": 1}], backend=client)
+    assert [r.output for r in results] == ["done"]
+    assert len(api.submitted) == 3  # unanswered in two batches, answered in the third

@@ -174,3 +174,23 @@ def _standard_outputs(task: Path, inputs: Path, host: str, kind: str) -> dict[ob
     )
     records = [orjson.loads(ResultRecord.of_result(r, r.index).encode()) for r in results]
     return {r["index"]: r["output"] for r in records}
+
+
+def test_a_run_without_resume_starts_a_new_journal(tmp_path: Path, sim_url: str) -> None:
+    task, _, env = _folder(tmp_path)
+    inputs = tmp_path / "few.jsonl"
+    inputs.write_bytes(b'{"term": "a"}\n{"term": "b"}\n')
+    out = tmp_path / "out.jsonl"
+    stale = b'{"t":"intent","hop":"old-1","ids":["k-0"]}\n{"t":"batch","hop":"old-1","id":"x"}\n'
+    out.with_name(out.name + ".batch-journal.jsonl").write_bytes(stale)
+    host = sim_url.removesuffix("/v1").removeprefix("http://")
+    backend = f"openai-batch://{host}"
+    fast = ["--batch-poll", "0.1", "--batch-gather", "0.1", "-q"]
+    command = _cli("run", task, inputs, "-o", out, "--backend", backend, "--model", "m", *fast)
+    done = subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    hops = {r["hop"] for r in _journal(out)}
+    assert hops
+    assert "old-1" not in hops  # the stale batch "x" was neither polled nor kept

@@ -5,29 +5,45 @@ cached: its history is the previous request's prompt and reply, replayed byte fo
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 
 import pytest
 
 import agentcore
 from agentcore import ModelParams, open_driver
+from tests.vllm.conftest import REQUIRED
 from tests.vllm.test_vllm import TOPICS, search
-from tests.vllm.vllm_server import BLOCK, MAX_NUM_SEQS, VllmServer
+from tests.vllm.vllm_server import BLOCK, MAX_NUM_SEQS, VllmServer, free_port
 
 pytestmark = pytest.mark.vllm
 
 
+@pytest.fixture(scope="module")
+def long_vllm() -> Iterator[VllmServer]:
+    """The agentcore-ready server with an 8,192-token context (the tiny model's own limit)."""
+    if not REQUIRED:
+        pytest.skip("needs a real vLLM server: run `make test-vllm` (AGENTCORE_VLLM=1)")
+    server = VllmServer(free_port(), ("--max-model-len", "8192"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 def long_system() -> str:
-    """About 3,300 tokens nobody sent before. vLLM caches whole 128-token blocks, so a
-    request's last partial block is never reported cached: a 95 % share needs prompts of
-    more than ~2,600 tokens (one block plus what a turn adds, under 5 %)."""
+    """About 5,800 tokens nobody sent before. vLLM caches whole 128-token blocks, so a
+    request's last partial block is never reported cached: with what the last turn adds (a
+    tool result and the final instruction, ~100 tokens) up to ~220 tokens of a request are
+    new, and a 95 % share needs prompts over ~4,500 tokens."""
     rules = " ".join(
-        f"Rule {n}: cite the source of every claim and keep the answer short." for n in range(105)
+        f"Rule {n}: cite the source of every claim and keep the answer short." for n in range(150)
     )
     return f"Session {uuid.uuid4().hex}. You are a careful research assistant. {rules}"
 
 
 async def test_from_the_second_turn_on_each_agents_prompt_is_at_least_95_percent_cached(
-    vllm: VllmServer,
+    long_vllm: VllmServer,
 ) -> None:
     task = agentcore.Task(
         system=long_system(),
@@ -38,7 +54,7 @@ async def test_from_the_second_turn_on_each_agents_prompt_is_at_least_95_percent
     )
     inputs = TOPICS[:MAX_NUM_SEQS]
     async with open_driver(
-        vllm.url, model="tiny", max_inflight=MAX_NUM_SEQS, tools=task.tools
+        long_vllm.url, model="tiny", max_inflight=MAX_NUM_SEQS, tools=task.tools
     ) as driver:
         results = await agentcore.run_batch(task, inputs, driver=driver)
         stats = driver.statistics()

@@ -111,11 +111,11 @@ async def _open_client(
         max_reply_bytes=configured.max_reply_bytes,
         reuse_streams=configured.reuse_streams,
     )
-    client = HttpModelClient(
     if batch is not None:  # a Batch API: :mod:`agentcore._driver.batch_backend`
         batched = batch_client(configured, moved, batch, ledger, model, stream)
         stack.push_async_callback(batched.aclose)
         return batched, configured
+    client = HttpModelClient(
         configured.codec,
         moved,
         timeouts=timeouts,

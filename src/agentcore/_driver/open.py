@@ -32,7 +32,7 @@ from .._tools.executor import open_tool_executor
 from .._tools.mcp import open_mcp_tools
 from .._tools.spec import Tool
 from .._transports.backends import backend as make_backend
-from .._transports.backends import is_sim
+from .._transports.backends import bind_sim, is_sim
 from .._transports.factory import TransportKind, make_transport
 from .._transports.model_client import HttpModelClient, ModelClient
 from .batch_backend import batch_client, batch_ledger, batch_slots, split_batch
@@ -87,7 +87,14 @@ async def _open_client(
     ``ledger``, a tiered client: :mod:`agentcore._driver.tiers`)."""
     tier, options = split_tier(options)
     batch, options = split_batch(target, options)
-    if is_sim(target):
+    if isinstance(target, Backend) and is_sim(target):
+        # A sim:// backend configured beforehand: start the simulator with its SimConfig,
+        # then aim the backend (model, key, dialect options kept) at the started server.
+        server = await stack.enter_async_context(
+            open_sim_server(port=0, config=_sim_config(target))
+        )
+        bound: tuple[str | Backend, dict[str, Any]] = (bind_sim(target, server.url), options)
+    elif is_sim(target):
         # The embedded simulator: check the options, start it on a free loopback port, then
         # bind the backend once, as an OpenAI-compatible server in the ``sim`` dialect.
         assert isinstance(target, str)
@@ -98,7 +105,7 @@ async def _open_client(
         if config is not None and not isinstance(config, SimConfig):
             raise ConfigError(f"config must be a SimConfig, got {config!r}")
         server = await stack.enter_async_context(open_sim_server(port=0, config=config))
-        bound: tuple[str | Backend, dict[str, Any]] = (server.url, {**rest, "dialect": "sim"})
+        bound = (server.url, {**rest, "dialect": "sim"})
     else:
         bound = (target, options)
     configured = make_backend(bound[0], model=model, api_key=api_key, **bound[1])
@@ -126,6 +133,14 @@ async def _open_client(
         rebind = (bound[0], model, api_key, bound[1])
         return tiered_client(client, configured, rebind, tier, ledger), configured
     return client, configured
+
+
+def _sim_config(configured: Backend) -> SimConfig | None:
+    """The :class:`SimConfig` a ``sim://`` backend was configured with (``config=``)."""
+    config = configured.options.get("config")
+    if config is not None and not isinstance(config, SimConfig):
+        raise ConfigError(f"config must be a SimConfig, got {config!r}")
+    return config
 
 
 def _fallback_specs(

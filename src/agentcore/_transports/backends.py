@@ -53,7 +53,7 @@ from .._codecs.reply_limit import DEFAULT_MAX_REPLY_BYTES, check_max_reply_bytes
 from .._core.errors import ConfigError
 from .._core.validators import check_header_value
 
-__all__ = ["BATCH_SCHEMES", "backend", "is_batch", "is_sim"]
+__all__ = ["BATCH_SCHEMES", "backend", "bind_sim", "is_batch", "is_sim"]
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
@@ -292,8 +292,20 @@ def _scheme(url: str) -> str:
 
 
 def is_sim(target: object) -> bool:
-    """Whether ``target`` names the embedded simulator (a ``sim://`` URL), without building it."""
+    """Whether ``target`` names the embedded simulator, without building it: a ``sim://`` URL,
+    or a :class:`Backend` configured from one (``backend("sim://", config=SimConfig(...))``)."""
+    if isinstance(target, Backend):
+        return target.base_url == SIM_BASE_URL
     return isinstance(target, str) and _scheme(target) == "sim"
+
+
+def bind_sim(configured: Backend, url: str) -> Backend:
+    """The ``sim://`` backend ``configured``, bound to the started simulator at ``url``
+    (its model, key, dialect options and transport kept)."""
+    codec = configured.codec
+    if not isinstance(codec, OpenAICodec):  # pragma: no cover - built by backend() above
+        raise ConfigError(f"not a sim:// backend: {configured!r}")
+    return attrs.evolve(configured, base_url=url, codec=codec.with_base_url(url))
 
 
 _BEDROCK_OPTIONS = frozenset({"endpoint_url", "profile", "cache_prompt", "max_tokens"})

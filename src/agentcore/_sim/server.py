@@ -500,15 +500,23 @@ async def open_sim_server(
     """
     config = config or SimConfig()
     app = _App(config)
+    # An exception of the caller's block (or of binding the port) is taken out before the
+    # nursery would wrap it in an exception group, and re-raised as itself once the server is
+    # stopped (as the driver's ``body_nursery`` does; this floor cannot import it).
+    raised: BaseException | None = None
     async with trio.open_nursery() as nursery:
         serve = functools.partial(trio.serve_tcp, app.serve, port, host=host)
-        listeners: list[trio.SocketListener] = await nursery.start(serve)
-        bound = listeners[0].socket.getsockname()[1]
-        shown = f"[{host}]" if ":" in host else host
         try:
+            listeners: list[trio.SocketListener] = await nursery.start(serve)
+            bound = listeners[0].socket.getsockname()[1]
+            shown = f"[{host}]" if ":" in host else host
             yield SimServer(f"http://{shown}:{bound}/v1", bound, config, app)
+        except BaseException as exc:  # re-raised below, once the server is stopped
+            raised = exc
         finally:
             nursery.cancel_scope.cancel()
+    if raised is not None:
+        raise raised
 
 
 def run_sim_server(host: str, port: int, config: SimConfig) -> None:

@@ -6,6 +6,8 @@ Imports the layers below it (``_core``, ``_codecs``, ``_observe``, ``_transports
 - ``driver``: :class:`Driver`, the facade users hold (run, stream, watch, generate,
   call_model, cancel, statistics).
 - ``open``: :func:`open_driver`, which builds a driver from a backend URL and options.
+- ``options``: :class:`DriverOptions`, the driver's options as one checked value that every
+  entry point takes.
 - ``runner``: the per-run runner: drives one loop's effects, and ends its run with a result.
 - ``scheduler``: the stream scheduler: feeds a result stream's runs, parks them for slots and
   carries them on.

@@ -16,6 +16,8 @@ parser on use (the ``bedrock`` extra). Files:
 - ``ratelimits``: the ``x-ratelimit-*`` / ``anthropic-ratelimit-*`` reply headers, read.
 - ``redact``: keeping secrets out of error texts.
 - ``reply_limit``: the cap on the bytes of one reply body.
+- ``jsonbody``: :func:`loads` for reply documents, in memory proportional to their size
+  (orjson below 256 KiB, the ``json`` module above, orjson's rules either way).
 - ``serde``: :func:`dumps` / :func:`loads`, the JSON encoding of every agentcore value.
 - ``values``: :func:`json_value`, the one JSON form of user values (outputs, tool results).
 """

@@ -63,6 +63,7 @@ from .classify import classify_stream_error, protocol_error, reply_payload, trun
 from .codec import Delta, TextDelta, ToolCallDelta
 from .common import image_base64, put_sampling, wire_count
 from .http import Headers, HttpRequest
+from .jsonbody import loads
 from .sse import SSEDecoder, SSEEvent
 
 __all__ = ["AnthropicCodec", "AnthropicStreamDecoder"]
@@ -421,7 +422,7 @@ class AnthropicCodec:
     # ------------------------------------------------------------------------- decode
 
     def decode(
-        self, request_id: str, status: int, headers: Headers, body: bytes
+        self, request_id: str, status: int, headers: Headers, body: bytes | str
     ) -> ModelResponded | ModelFailed:
         """The event for a complete (not streamed) response. Never raises."""
         payload = reply_payload(request_id, status, headers, body)
@@ -447,6 +448,13 @@ class AnthropicCodec:
             _usage(counts),
             _finish_reason(payload.get("stop_reason")),
         )
+
+    def decode_text(
+        self, request_id: str, status: int, headers: Headers, text: str
+    ) -> ModelResponded | ModelFailed:
+        """:meth:`decode` for a body already decoded from UTF-8 (so that a caller can drop the
+        bytes of a large reply before it is parsed). Never raises."""
+        return self.decode(request_id, status, headers, text)
 
     def stream_decoder(self, request_id: str) -> AnthropicStreamDecoder:
         """A decoder for the event stream of a 2xx response to ``request_id``."""
@@ -521,7 +529,7 @@ class _Block:
                 self.arguments = _arguments_of(self.start_input)
             else:
                 try:
-                    self.arguments = _compact(orjson.loads(raw))
+                    self.arguments = _compact(loads(raw))
                 except orjson.JSONDecodeError:
                     self.arguments = raw
         return self.arguments
@@ -606,7 +614,7 @@ class AnthropicStreamDecoder:
 
     def _event(self, event: SSEEvent, deltas: list[Delta]) -> None:
         try:
-            payload = orjson.loads(event.data)
+            payload = loads(event.data)
         except orjson.JSONDecodeError:
             payload = None
         if not isinstance(payload, dict):

@@ -55,6 +55,7 @@ from .._core.error_policy import policy_of
 from .._core.errors import TransportError, TransportErrorKind
 from .._core.events import ErrorKind, ModelError, ModelFailed
 from .http import Headers, header
+from .jsonbody import loads
 
 __all__ = [
     "classify_http_error",
@@ -205,7 +206,7 @@ def classify_http_error(status: int, headers: Headers, body: bytes) -> ModelErro
         The classified error.
     """
     try:
-        payload: Any = orjson.loads(body)
+        payload: Any = loads(body)
     except orjson.JSONDecodeError:
         payload = None
     if isinstance(payload, Mapping):
@@ -289,7 +290,7 @@ def protocol_error(message: str, status: int | None = None) -> ModelError:
 
 
 def reply_payload(
-    request_id: str, status: int, headers: Headers, body: bytes
+    request_id: str, status: int, headers: Headers, body: bytes | str
 ) -> dict[str, Any] | ModelFailed:
     """The JSON object of a complete reply, or the failure the reply amounts to: a non-2xx
     answer classified from its status and body; a 2xx body that is not a JSON object a
@@ -299,12 +300,13 @@ def reply_payload(
         request_id: the request the reply answers.
         status: the HTTP status.
         headers: response headers (names lower-case).
-        body: the whole response body.
+        body: the whole response body (bytes, or text a caller already decoded from UTF-8).
     """
     if not 200 <= status < 300:
-        return ModelFailed(request_id, classify_http_error(status, headers, body))
+        raw = body.encode() if isinstance(body, str) else body
+        return ModelFailed(request_id, classify_http_error(status, headers, raw))
     try:
-        payload = orjson.loads(body)
+        payload = loads(body)
     except orjson.JSONDecodeError as exc:
         return ModelFailed(request_id, protocol_error(f"reply is not JSON: {exc}", status))
     if not isinstance(payload, dict):

@@ -46,6 +46,7 @@ from .codec import Delta, TextDelta, ToolCallDelta
 from .common import image_url, put_sampling, wire_count
 from .dialects import OpenAIOptions, dialect_body, dialect_headers, make_options
 from .http import Headers, HttpRequest
+from .jsonbody import loads
 from .sse import SSEDecoder
 
 __all__ = ["OpenAICodec", "OpenAIStreamDecoder"]
@@ -166,7 +167,7 @@ class OpenAICodec:
     # ------------------------------------------------------------------------- decode
 
     def decode(
-        self, request_id: str, status: int, headers: Headers, body: bytes
+        self, request_id: str, status: int, headers: Headers, body: bytes | str
     ) -> ModelResponded | ModelFailed:
         """The event for a complete (non-streamed) response. Never raises."""
         payload = reply_payload(request_id, status, headers, body)
@@ -175,6 +176,13 @@ class OpenAICodec:
         if _is_error(payload):
             return ModelFailed(request_id, classify_stream_error(payload))
         return _completion(request_id, status, payload)
+
+    def decode_text(
+        self, request_id: str, status: int, headers: Headers, text: str
+    ) -> ModelResponded | ModelFailed:
+        """:meth:`decode` for a body already decoded from UTF-8 (so that a caller can drop the
+        bytes of a large reply before it is parsed). Never raises."""
+        return self.decode(request_id, status, headers, text)
 
     def stream_decoder(self, request_id: str) -> OpenAIStreamDecoder:
         """A decoder for the streamed 2xx response to ``request_id``."""
@@ -279,7 +287,7 @@ class OpenAIStreamDecoder:
             self._done = True
             return
         try:
-            chunk = orjson.loads(data)
+            chunk = loads(data)
         except orjson.JSONDecodeError:
             self._failure = protocol_error("a stream event is not JSON")
             return

@@ -24,10 +24,13 @@ in any other split yields the same events.
 from __future__ import annotations
 
 import codecs
+import re
 
 import attrs
 
 __all__ = ["SSEDecoder", "SSEEvent"]
+
+_LINE_END = re.compile("[\r\n]")
 
 
 @attrs.frozen
@@ -85,31 +88,62 @@ class SSEDecoder:
             self._skip_lf = False
             if text.startswith("\n"):
                 text = text[1:]
+        events: list[SSEEvent] = []
+        if self._buf:
+            # A line continues from earlier pieces. The buffered pieces hold no line ending,
+            # so they are joined once, when a line ending finally arrives (a long line
+            # arriving in many pieces costs linear, not quadratic, time), and the join is
+            # the line's value alone: a long line exists once, not as the line, its value
+            # and copies of them.
+            end = _LINE_END.search(text)
+            if end is None:
+                self._buf.append(text)
+                return events
+            cut = end.start()
+            if cut:
+                self._buf.append(text[:cut])
+            self._long_line(events)
+            cut += 1
+            if text[cut - 1] == "\r":
+                if cut == len(text):
+                    self._skip_lf = True  # the first half of a CRLF split across pieces
+                elif text[cut] == "\n":
+                    cut += 1
+            text = text[cut:]
         if "\n" not in text and "\r" not in text:
-            # No line ends here: park the piece. The buffered pieces hold no line ending,
-            # so they are joined and scanned once, when a line ending finally arrives (a long
-            # line arriving in many pieces costs linear, not quadratic, time).
+            # No line ends here: park the piece.
             if text:
                 self._buf.append(text)
-            return []
-        if self._buf:
-            self._buf.append(text)
-            buf = "".join(self._buf)
-            self._buf.clear()
-        else:
-            buf = text
-        if "\r" in buf:
+            return events
+        if "\r" in text:
             # A CR ending the text may be the first half of a CRLF split across pieces.
-            self._skip_lf = buf[-1] == "\r"
-            buf = buf.replace("\r\n", "\n").replace("\r", "\n")
-        lines = buf.split("\n")
+            self._skip_lf = text[-1] == "\r"
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        lines = text.split("\n")
         rest = lines.pop()
-        events: list[SSEEvent] = []
         for line in lines:
             self._line(line, events)
         if rest:
             self._buf.append(rest)
         return events
+
+    def _long_line(self, events: list[SSEEvent]) -> None:
+        """Process the line made of the buffered pieces (and empty the buffer)."""
+        pieces = self._buf
+        self._buf = []
+        first = pieces[0]
+        colon = first.find(":")
+        if not 0 < colon < len(first) - 1:
+            # A comment, or the name, colon and the value's first character are not all in
+            # the first piece (rare): the whole line, the plain way.
+            self._line("".join(pieces), events)
+            return
+        start = colon + 2 if first[colon + 1] == " " else colon + 1
+        name = first[:colon]
+        pieces[0] = first[start:]
+        value = "".join(pieces)
+        pieces.clear()
+        self._field(name, value, events)
 
     def _line(self, line: str, events: list[SSEEvent]) -> None:
         if not line:
@@ -125,6 +159,12 @@ class SSEDecoder:
         name, colon, value = line.partition(":")
         if colon and value[:1] == " ":
             value = value[1:]
+        if name == "data":  # the common field, without a call
+            self._data.append(value)
+        else:
+            self._field(name, value, events)
+
+    def _field(self, name: str, value: str, events: list[SSEEvent]) -> None:
         if name == "data":
             self._data.append(value)
         elif name == "event":

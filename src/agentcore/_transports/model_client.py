@@ -25,6 +25,7 @@ from .._codecs.classify import transport_failure, unusable_request
 from .._codecs.codec import Codec, Delta, TextDelta
 from .._codecs.exchange import Exchange
 from .._codecs.http import Headers, HttpRequest, Timeouts, header
+from .._codecs.jsonbody import LARGE_DOCUMENT
 from .._codecs.ratelimits import read_rate_headers
 from .._codecs.redact import redact, secret_values
 from .._core.errors import AgentcoreError, TransportError
@@ -83,6 +84,26 @@ def _nonempty(delta: Delta) -> bool:
 def _whole_json(headers: Headers) -> bool:
     content_type = (header(headers, "content-type") or "").split(";", 1)[0].strip().lower()
     return content_type == "application/json" or content_type.endswith("+json")
+
+
+_DecodeText = Callable[[str, int, Headers, str], ModelResponded | ModelFailed]
+
+
+def _as_text(codec: Codec, status: int, body: bytes | bytearray) -> tuple[_DecodeText, str] | None:
+    """For a large 2xx body and a codec that reads text (``decode_text``): that method and the
+    body decoded from UTF-8, so that the caller can drop the bytes before the codec parses the
+    text (the bytes, the text and the parsed reply are never alive at once; see
+    :mod:`agentcore._codecs.jsonbody`). ``None``: decode the bytes."""
+    if len(body) <= LARGE_DOCUMENT or not 200 <= status < 300:
+        return None
+    decode_text: _DecodeText | None = getattr(codec, "decode_text", None)
+    if decode_text is None:
+        return None
+    try:
+        text = str(body, "utf-8")
+    except UnicodeDecodeError:
+        return None  # the codec reports it
+    return decode_text, text
 
 
 def _failed(
@@ -145,8 +166,16 @@ class HttpModelClient:
             return _failed(call, transport_failure(exc), request)
         except AgentcoreError as exc:
             return _failed(call, unusable_request(str(exc)), request)
-        event = self.codec.decode(call.request_id, response.status, response.headers, response.body)
-        rate = read_rate_headers(response.headers, time.time())
+        status, headers, body = response.status, response.headers, response.body
+        del response  # the body's only other holder: a large one is dropped once decoded
+        as_text = _as_text(self.codec, status, body)
+        if as_text is None:
+            event = self.codec.decode(call.request_id, status, headers, body)
+        else:
+            del body
+            decode_text, text = as_text
+            event = decode_text(call.request_id, status, headers, text)
+        rate = read_rate_headers(headers, time.time())
         if isinstance(event, ModelFailed):
             return _failed(call, event.error, request, None, rate)
         return Exchange(event, None, rate)
@@ -170,9 +199,17 @@ class HttpModelClient:
                     body = bytearray()
                     while chunk := await response.receive():
                         body += chunk
-                    event = self.codec.decode(
-                        call.request_id, response.status, response.headers, bytes(body)
-                    )
+                    as_text = _as_text(self.codec, response.status, body)
+                    if as_text is None:
+                        event = self.codec.decode(
+                            call.request_id, response.status, response.headers, bytes(body)
+                        )
+                    else:
+                        del body
+                        decode_text, text = as_text
+                        event = decode_text(
+                            call.request_id, response.status, response.headers, text
+                        )
                     whole = event.message.content if isinstance(event, ModelResponded) else None
                     if sink is not None and whole:
                         # Whole, not streamed: hand the reply's text over as one delta.

@@ -59,7 +59,7 @@ def _outputs(results: list[Any]) -> list[Any]:
 
 @pytest.mark.parametrize("kind", ["openai", "anthropic"])
 async def test_failed_lines_go_into_a_later_hop_and_every_agent_ends_as_on_the_standard_endpoint(
-    kind: str,
+    kind: str, autojump_clock: trio.testing.MockClock
 ) -> None:
     config = SimConfig(tool_rounds=2, batch_delay=0.05, batch_fail_rate=0.3, seed=3)
     async with open_sim_server(config=config) as server:

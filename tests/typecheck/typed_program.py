@@ -31,6 +31,8 @@ PLAN = agentcore.Task(prompt="Plan: {input}", output=Plan, max_turns=1)
 MAP = agentcore.Task(prompt="Research: {input}", output=Finding, max_turns=1)
 REDUCE = agentcore.Task(prompt="Answers: {answers}", max_turns=1)
 LISTS = agentcore.Task(prompt="List: {input}", output=list[str], max_turns=1)
+AGENT = agentcore.Agent(output=Finding, max_turns=1)
+TEXT_AGENT = agentcore.Agent(max_turns=1)
 
 
 async def main() -> None:
@@ -61,6 +63,17 @@ async def main() -> None:
 
     await agentcore.run_batch(MAP, ["d"], backend="sim://", model="sim", on_result=progress)
 
+    reveal_type(AGENT)  # revealed: agentcore._tasks.agent.Agent[Finding]
+    reveal_type(TEXT_AGENT)  # revealed: agentcore._tasks.agent.Agent[str]
+    async with agentcore.open_driver("sim://", model="sim") as driver:
+        answer = await AGENT.run("a", driver=driver, deps="request-1")
+        reveal_type(answer)  # revealed: agentcore._core.results.Result[Finding]
+        reveal_type(answer.output)  # revealed: Finding | None
+        assert answer.status == "ok" and isinstance(answer.output, Finding), answer
+        text = await TEXT_AGENT.run("b", driver=driver)
+        reveal_type(text.output)  # revealed: str | None
+        misfit: Finding = text.output  # error: Incompatible types in assignment
+
     plan, answers, summary = await agentcore.map_reduce(
         plan=PLAN, map=MAP, reduce=REDUCE, input="topic", backend="sim://", model="sim"
     )
@@ -83,7 +96,7 @@ async def main() -> None:
     reveal_type(plan)  # revealed: agentcore._core.results.Result[Plan]
     reveal_type(answers)  # revealed: tuple[agentcore._core.results.Result[Finding], ...]
     reveal_type(summary)  # revealed: agentcore._core.results.Result[str] | None
-    print(plan.status, len(answers), summary is not None, wrong, same, other)
+    print(plan.status, len(answers), summary is not None, wrong, same, other, misfit)
 
 
 if __name__ == "__main__":

@@ -125,7 +125,12 @@ class Driver:
     # ------------------------------------------------------------------------ runs
 
     async def run(
-        self, loop: AgentLoop, *, index: int = 0, deadline: float | None = None
+        self,
+        loop: AgentLoop,
+        *,
+        index: int = 0,
+        deadline: float | None = None,
+        deps: Any = None,
     ) -> Result:
         """Drive ``loop`` to its end.
 
@@ -135,6 +140,8 @@ class Driver:
             index: reported as :attr:`Result.index`.
             deadline: trio time (``trio.current_time()`` scale) after which the run ends
                 with a ``failed`` result.
+            deps: the ``deps`` of this run's :class:`~agentcore.RunContext` (``None``: the
+                driver's).
 
         Returns:
             The run's :class:`Result`; failures of the model or the tools are inside it.
@@ -144,7 +151,7 @@ class Driver:
             LocalProtocolError: the loop had already ended, or it rejected an event (a bug
                 in the loop or the driver).
         """
-        return await self._runner.run(loop, index, deadline)
+        return await self._runner.run(loop, index, deadline, deps=deps)
 
     @asynccontextmanager
     async def stream(
@@ -204,6 +211,7 @@ class Driver:
         buffer: int = 64,
         index: int = 0,
         deadline: float | None = None,
+        deps: Any = None,
     ) -> AsyncIterator[StepStream]:
         """Run ``loop`` and receive its step events as they happen.
 
@@ -225,6 +233,7 @@ class Driver:
             buffer: events the channel holds.
             index: reported as the run's index.
             deadline: as for :meth:`run`.
+            deps: as for :meth:`run`.
 
         Yields:
             The :class:`StepStream`; its ``result`` is set once the run has ended.
@@ -232,7 +241,7 @@ class Driver:
         channel, stream = open_step_channel(buffer, deltas=deltas)
 
         async def watched() -> None:
-            stream.result = await self._runner.run(loop, index, deadline, channel)
+            stream.result = await self._runner.run(loop, index, deadline, channel, deps)
             await channel.aclose()
 
         async with body_nursery() as nursery:

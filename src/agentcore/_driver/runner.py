@@ -146,10 +146,13 @@ class Runner:
         index: int,
         deadline: float | None,
         steps: StepSink | None = None,
+        deps: Any = None,
     ) -> Result:
         """Drive ``loop`` to its end in this task (``steps``: where its events go, besides the
-        driver's own listeners)."""
+        driver's own listeners; ``deps``: its tools' ``ctx.deps``, ``None``: the driver's)."""
         run = self.open(loop, index, deadline, None, steps)
+        if deps is not None:
+            run.deps = deps
         end: Finish | Abort | None = None
         try:
             effects = first_effects(loop)

@@ -13,10 +13,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Generic, cast
 
 import attrs
 
+from .._core.budgets import UsageLimits
+from .._core.config import DEFAULT_FINAL_INSTRUCTION, TruncatedPolicy
 from .._core.errors import ConfigError
 from .._core.loop import AgentLoop
 from .._core.messages import ModelParams
@@ -24,7 +26,7 @@ from .._core.results import Result
 from .._driver.driver import Driver
 from .._observe.steps import StepStream
 from .._tools.spec import Tool
-from .task import Task, compile_job
+from .task import T, Task, compile_job
 
 __all__ = ["Agent"]
 
@@ -36,7 +38,7 @@ def _tools_tuple(tools: Iterable[Tool[..., Any]]) -> tuple[Tool[..., Any], ...]:
 
 
 @attrs.frozen
-class Agent:
+class Agent(Generic[T]):
     """An agent: instructions, tools, an output type and budgets; run it on a driver.
 
     ::
@@ -45,6 +47,12 @@ class Agent:
         async with agentcore.open_driver("sim://", tools=agent.tools) as driver:
             result = await agent.run("What is 2 + 3?", driver=driver)
 
+    ``Agent[T]`` is generic over its output type, as :class:`~agentcore.Task` is:
+    ``Agent(output=Answer).run(...)`` gives a ``Result[Answer]``; an agent without ``output``
+    is an ``Agent[str]``. Every field but ``instructions`` (the task's ``system``) has the
+    meaning of the :class:`~agentcore.Task` field of its name: the agent is a task whose
+    prompt is the input (:attr:`task`).
+
     Args:
         instructions: the system prompt.
         tools: tools the model may call (the driver must be opened with them).
@@ -52,7 +60,14 @@ class Agent:
         max_turns: tool turns before the model is asked for its final answer.
         max_tool_errors: invalid tool calls tolerated.
         max_output_retries: repair turns for an answer that does not fit ``output``.
+        max_tool_failures: failed tool calls (raised or timed out) tolerated; one more ends
+            the run ``failed`` (``None``: no limit).
         params: sampling parameters of every request.
+        expected_output_tokens: expected reply length, passed to the server as a hint.
+        final_instruction: the user message of the request forced once ``max_turns`` tool
+            turns are spent (``None``: that request only withholds tools).
+        on_truncated: what a final answer cut by the token limit earns.
+        limits: usage budgets of each run (:class:`~agentcore.UsageLimits`).
         name: a short name, used in run ids.
         planning_interval: ask for a plan before the first tool turn and after every this
             many tool turns (``None``: never).
@@ -60,17 +75,22 @@ class Agent:
 
     instructions: str = ""
     tools: tuple[Tool[..., Any], ...] = attrs.field(default=(), converter=_tools_tuple)
-    output: Any = None
+    output: type[T] | None = None
     max_turns: int = 6
     max_tool_errors: int = 3
     max_output_retries: int = 2
+    max_tool_failures: int | None = None
     params: ModelParams = ModelParams()
+    expected_output_tokens: int | None = None
+    final_instruction: str | None = DEFAULT_FINAL_INSTRUCTION
+    on_truncated: TruncatedPolicy = "repair"
+    limits: UsageLimits | None = None
     name: str = "agent"
     planning_interval: int | None = None
-    _task: Task = attrs.field(init=False, eq=False, hash=False, repr=False)
+    _task: Task[T] = attrs.field(init=False, eq=False, hash=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
-        # The task validates tools, budgets and the output type once, with its own checks.
+        # The task validates every field once, with its own checks.
         task = Task(
             prompt="{input}",
             system=self.instructions,
@@ -79,11 +99,22 @@ class Agent:
             max_turns=self.max_turns,
             max_tool_errors=self.max_tool_errors,
             max_output_retries=self.max_output_retries,
+            max_tool_failures=self.max_tool_failures,
             params=self.params,
+            expected_output_tokens=self.expected_output_tokens,
+            final_instruction=self.final_instruction,
+            on_truncated=self.on_truncated,
+            limits=self.limits,
             name=self.name,
             planning_interval=self.planning_interval,
         )
         object.__setattr__(self, "_task", task)
+
+    @property
+    def task(self) -> Task[T]:
+        """The :class:`~agentcore.Task` this agent runs (its prompt is the input): for a batch
+        of the same agent, ``run_batch(agent.task, prompts, ...)``."""
+        return self._task
 
     def loop(self, prompt: str, *, run_id: str | None = None) -> AgentLoop:
         """The agent loop for one prompt (for drivers of your own, or ``Driver.run``)."""
@@ -110,7 +141,8 @@ class Agent:
         driver: Driver,
         deadline: float | None = None,
         run_id: str | None = None,
-    ) -> Result:
+        deps: Any = None,
+    ) -> Result[T]:
         """Run the agent on ``prompt`` to its end.
 
         Args:
@@ -118,6 +150,9 @@ class Agent:
             driver: an open driver (with this agent's tools).
             deadline: trio time after which the run ends with a ``failed`` result.
             run_id: the run's id (default: ``<name>-<n>``).
+            deps: any object, handed to this run's tools that take a
+                :class:`~agentcore.RunContext` (``ctx.deps``; ``None``: the driver's): the
+                per-request context of a service sharing one driver.
 
         Returns:
             The :class:`~agentcore.Result` (``result.output`` on success).
@@ -126,7 +161,8 @@ class Agent:
             ConfigError: the driver lacks the agent's tools, or the prompt is not text.
         """
         self._check(driver)
-        return await driver.run(self.loop(prompt, run_id=run_id), deadline=deadline)
+        loop = self.loop(prompt, run_id=run_id)
+        return cast("Result[T]", await driver.run(loop, deadline=deadline, deps=deps))
 
     @asynccontextmanager
     async def watch(
@@ -138,6 +174,7 @@ class Agent:
         buffer: int = 64,
         deadline: float | None = None,
         run_id: str | None = None,
+        deps: Any = None,
     ) -> AsyncIterator[StepStream]:
         """Run the agent on ``prompt`` and receive its step events as they happen.
 
@@ -149,9 +186,11 @@ class Agent:
             print(steps.result.output)
 
         See :meth:`Driver.watch` for ordering and back-pressure; leaving the block before the
-        last event cancels the run.
+        last event cancels the run. ``deps`` is as for :meth:`run`.
         """
         self._check(driver)
         loop = self.loop(prompt, run_id=run_id)
-        async with driver.watch(loop, deltas=deltas, buffer=buffer, deadline=deadline) as steps:
+        async with driver.watch(
+            loop, deltas=deltas, buffer=buffer, deadline=deadline, deps=deps
+        ) as steps:
             yield steps

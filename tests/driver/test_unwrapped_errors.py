@@ -5,11 +5,13 @@ come out as themselves, so ``except agentcore.ConfigError`` catches them."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import pytest
 
 import agentcore
 from agentcore import Agent, ConfigError, Task
+from agentcore._cli.main import main
 from agentcore.sim import open_sim_server
 
 BAD_KEY = "k\x01ey"  # a control character cannot be sent in a header: a ConfigError
@@ -110,3 +112,19 @@ async def test_the_simulator_server_raises_a_failure_to_listen_as_itself() -> No
         with pytest.raises(OSError):
             async with open_sim_server(port=taken.port):
                 pass
+
+
+def test_the_cli_reports_a_config_error_while_opening_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task = tmp_path / "task.toml"
+    task.write_text('name = "t"\nprompt = "Say something about {topic}"\n')
+    inputs = tmp_path / "inputs.jsonl"
+    inputs.write_text('{"topic": "owls"}\n')
+    monkeypatch.setenv("AGENTCORE_TEST_BAD_KEY", BAD_KEY)
+    out = tmp_path / "out.jsonl"
+    argv = ["run", str(task), str(inputs), "-o", str(out), "--api-key-env"]
+    code = main([*argv, "AGENTCORE_TEST_BAD_KEY", "--backend", "sim://", "--model", "sim"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "control character" in err and "Traceback" not in err

@@ -3,6 +3,7 @@ served first, and the request's priority hint carries the same order to the serv
 
 from __future__ import annotations
 
+import json
 import statistics
 from typing import Any
 
@@ -13,8 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentcore import Usage, open_driver, tool
+from agentcore._driver.requests import least_served_first
 from agentcore.core import AssistantMessage, CallModel, ModelResponded, ToolCall
 from agentcore.testing import ScriptedModel
+from tests.codecs.openai_helpers import codec, tool_turn_call
 from tests.driver.helpers import agent_of, make_loop, tool_results
 
 TOKENS = 10
@@ -141,3 +144,18 @@ def test_every_slot_policy_is_accepted_by_open_driver(policy: str) -> None:
             return driver.limiter.policy
 
     assert run_virtual(scenario) == policy
+
+
+@pytest.mark.parametrize(
+    ("dialect", "on_the_wire"),
+    [("vllm", 30), ("sim", 30), ("sglang", -30), ("dynamo", -30)],
+)
+def test_the_attained_order_reaches_each_engine_in_its_own_direction(
+    dialect: str, on_the_wire: int
+) -> None:
+    """A run that has received 30 tokens: vLLM (lower first) gets 30, SGLang and Dynamo
+    (higher first) get -30, so less service is served sooner everywhere."""
+    call = least_served_first(tool_turn_call(), 30)
+    body = json.loads(codec(dialect, priority=True).encode(call).body)
+    sent = body["nvext"]["agent_hints"]["priority"] if dialect == "dynamo" else body["priority"]
+    assert sent == on_the_wire

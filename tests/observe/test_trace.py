@@ -16,6 +16,7 @@ import trio
 import agentcore
 from agentcore import RetryPolicy
 from agentcore.sim import SimConfig
+from agentcore.testing import run_in_virtual_time
 from tests.batch.test_cli import _write_inputs, _write_task
 from tests.batch.test_cli_never_loses_results import _agentcore
 
@@ -71,7 +72,8 @@ def test_trace_has_one_track_per_slot_and_every_attempt_tool_execution_and_resul
 ) -> None:
     trace = tmp_path / "trace.json"
     inputs = [{"topic": f"t{i % 3}"} for i in range(24)]
-    results, stats = trio.run(lambda: _batch(trace, inputs, config=SimConfig(speedup=10, slots=64)))
+    run = run_in_virtual_time(lambda: _batch(trace, inputs, config=SimConfig(speedup=10, slots=64)))
+    results, stats = run.value
     assert all(r.status == "ok" for r in results)
     events = _events(trace)
     attempts = [e for e in events if e["ph"] == "X" and e["pid"] == 1 and e["name"] != "streaming"]
@@ -102,7 +104,10 @@ def test_trace_of_a_faulty_batch_shows_failed_attempts_back_offs_and_tool_errors
 ) -> None:
     trace = tmp_path / "trace.json"
     inputs = [{"topic": "bad" if i % 4 == 0 else f"t{i}"} for i in range(24)]
-    _, stats = trio.run(lambda: _batch(trace, inputs, config=SimConfig(speedup=10, fail_rate=0.3)))
+    run = run_in_virtual_time(
+        lambda: _batch(trace, inputs, config=SimConfig(speedup=10, fail_rate=0.3))
+    )
+    _, stats = run.value
     events = _events(trace)
     failed = [
         e for e in events if e["ph"] == "X" and e["pid"] == 1 and "error" in e.get("args", {})
@@ -125,7 +130,7 @@ def test_the_trace_reaches_the_file_while_the_batch_runs(tmp_path: Path) -> None
     sizes: list[int] = []
 
     async def main() -> None:
-        inputs = [{"topic": f"t{i}"} for i in range(600)]
+        inputs = [{"topic": f"t{i}"} for i in range(200)]  # a few times the 64 KiB buffer
         async with agentcore.open_batch(
             TASK,
             inputs,
@@ -136,12 +141,12 @@ def test_the_trace_reaches_the_file_while_the_batch_runs(tmp_path: Path) -> None
             config=SimConfig(speedup=50),
         ) as results:
             async for result in results:
-                if result.index % 100 == 0:
+                if result.index % 40 == 0:
                     sizes.append(trace.stat().st_size)
 
-    trio.run(main)
+    run_in_virtual_time(main)
     final = trace.stat().st_size
-    assert any(0 < s < final for s in sizes)  # written in pieces, not held until the end
+    assert any(0 < s < final for s in sizes), (sizes, final)  # written in pieces, not at the end
 
 
 def test_agentcore_run_trace_then_agentcore_trace_renders_svg_and_html(tmp_path: Path) -> None:
@@ -213,9 +218,12 @@ def test_a_trace_file_that_cannot_be_written_stops_tracing_not_the_batch(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     # /dev/full accepts opening and fails every write with "No space left on device".
-    inputs = [{"topic": f"t{i}"} for i in range(300)]
-    results, _ = trio.run(lambda: _batch(Path("/dev/full"), inputs, config=SimConfig(speedup=50)))
-    assert [r.status for r in results] == ["ok"] * 300
+    inputs = [{"topic": f"t{i}"} for i in range(100)]  # more than the 64 KiB buffer holds
+    run = run_in_virtual_time(
+        lambda: _batch(Path("/dev/full"), inputs, config=SimConfig(speedup=50))
+    )
+    results, _ = run.value
+    assert [r.status for r in results] == ["ok"] * 100
     warnings = [r for r in caplog.records if r.name == "agentcore.batch"]
     assert any(
         "tracing stopped" in r.getMessage() or "/dev/full" in r.getMessage() for r in warnings

@@ -66,7 +66,8 @@ class StreamScheduler:
         self._max_idle = max_idle
         self.groups: set[Group] = set()
         """The result streams open now (their runs are in their own group only)."""
-        runner.wake = self.wake
+        runner.wake = self._wake_run = self.wake
+        """The one bound method every parked run is woken through (none made per park)."""
 
     @staticmethod
     def group(
@@ -213,7 +214,7 @@ class StreamScheduler:
         if priority is not None:
             # The request is built once the run leaves the line (``wake``): a run waiting
             # for its first slot is its loop, its ``Run`` and its place in line.
-            got = parker.park_now(priority, run, self.wake)
+            got = parker.park_now(priority, run, self._wake_run)
             if in_line(run, got):
                 return
             run.pending_model = call = opening_call(loop)
@@ -224,7 +225,7 @@ class StreamScheduler:
                 feed.push(run, effects, None, False)
                 return
             run.pending_model = effects[0]
-            got = parker.park_now(effects[0], run, self.wake)
+            got = parker.park_now(effects[0], run, self._wake_run)
             if in_line(run, got):
                 return
         assert not isinstance(got, Parked)

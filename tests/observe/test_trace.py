@@ -15,6 +15,7 @@ import trio
 
 import agentcore
 from agentcore import RetryPolicy
+from agentcore._cli.main import main as cli_main
 from agentcore.sim import SimConfig
 from agentcore.testing import run_in_virtual_time
 from tests.batch.test_cli import _write_inputs, _write_task
@@ -176,11 +177,8 @@ def test_agentcore_run_trace_then_agentcore_trace_renders_svg_and_html(tmp_path:
     assert kinds["X"] >= 12  # two turns per agent at least
     svg = tmp_path / "timeline.svg"
     html = tmp_path / "timeline.html"
-    for out in (svg, html):
-        proc = subprocess.run(
-            _agentcore("trace", trace, "-o", out), capture_output=True, text=True, check=False
-        )
-        assert proc.returncode == 0, proc.stderr
+    for out in (svg, html):  # the run is the command; the rendering runs in this process
+        assert cli_main(["trace", str(trace), "-o", str(out)]) == 0
     root = ET.parse(svg).getroot()  # well-formed XML
     assert root.tag.endswith("svg")
     text = svg.read_text()
@@ -193,25 +191,17 @@ def test_agentcore_run_trace_then_agentcore_trace_renders_svg_and_html(tmp_path:
     assert "http" not in page.replace("http://www.w3.org/2000/svg", "")  # nothing fetched
 
 
-def test_agentcore_trace_rejects_a_missing_file_and_an_unknown_format(tmp_path: Path) -> None:
-    missing = subprocess.run(
-        _agentcore("trace", tmp_path / "nope.json", "-o", tmp_path / "t.svg"),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert missing.returncode == 2
-    assert "no such trace file" in missing.stderr
+def test_agentcore_trace_rejects_a_missing_file_and_an_unknown_format(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = cli_main(["trace", str(tmp_path / "nope.json"), "-o", str(tmp_path / "t.svg")])
+    assert missing == 2
+    assert "no such trace file" in capsys.readouterr().err
     trace = tmp_path / "t.json"
     trace.write_text("[\n]\n")
-    wrong = subprocess.run(
-        _agentcore("trace", trace, "-o", tmp_path / "t.png"),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert wrong.returncode == 2
-    assert ".svg or .html" in wrong.stderr
+    wrong = cli_main(["trace", str(trace), "-o", str(tmp_path / "t.png")])
+    assert wrong == 2
+    assert ".svg or .html" in capsys.readouterr().err
 
 
 def test_a_trace_file_that_cannot_be_written_stops_tracing_not_the_batch(

@@ -7,7 +7,9 @@ import subprocess
 from pathlib import Path
 
 import orjson
+import pytest
 
+from agentcore._cli.main import main
 from tests.batch.test_cli import _cli, _records, _write_task
 
 _TOO_BIG = 33 * 1024 * 1024  # the simulated server answers a body over 32 MiB with a 413
@@ -98,7 +100,9 @@ def test_slot_policy_adaptive_and_max_active_flags_run_the_batch(tmp_path: Path)
     assert sorted(r["index"] for r in _records(out)) == list(range(6))  # type: ignore[type-var]
 
 
-def test_bad_flag_values_exit_2_before_anything_runs(tmp_path: Path) -> None:
+def test_bad_flag_values_exit_2_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     task = _write_task(tmp_path, 0.0)
     inputs = tmp_path / "inputs.jsonl"
     inputs.write_bytes(b'{"term": "a"}\n')
@@ -109,9 +113,15 @@ def test_bad_flag_values_exit_2_before_anything_runs(tmp_path: Path) -> None:
         (("--timeout", "soon"), "not a number"),
         (("--slot-policy", "lifo"), "invalid choice"),
     ]:
-        proc = _run("run", task, inputs, "-o", out, *flags)
-        assert proc.returncode == 2, (flags, proc.stderr)
-        assert message in proc.stderr, (flags, proc.stderr)
+        # The command's entry point in this process (argparse's own errors exit through
+        # SystemExit, as they do from the console script).
+        try:
+            code = main(["run", str(task), str(inputs), "-o", str(out), *flags])
+        except SystemExit as exc:
+            code = exc.code  # type: ignore[assignment]
+        stderr = capsys.readouterr().err
+        assert code == 2, (flags, stderr)
+        assert message in stderr, (flags, stderr)
         assert not out.exists()
 
 

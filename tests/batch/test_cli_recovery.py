@@ -89,12 +89,15 @@ def test_timeout_flag_ends_slow_agents_as_failed(tmp_path: Path) -> None:
     assert all("deadline" in str(r["error"]) for r in records), records
 
 
-def test_slot_policy_adaptive_and_max_active_flags_run_the_batch(tmp_path: Path) -> None:
+@pytest.mark.parametrize("policy", ["priority", "attained"])
+def test_slot_policy_adaptive_and_max_active_flags_run_the_batch(
+    tmp_path: Path, policy: str
+) -> None:
     task = _write_task(tmp_path, 0.0)
     inputs = tmp_path / "inputs.jsonl"
     inputs.write_bytes(b"".join(orjson.dumps({"term": f"t{i}"}) + b"\n" for i in range(6)))
     out = tmp_path / "out.jsonl"
-    flags = ("--slot-policy", "priority", "--adaptive", "--max-active", "2", "--max-inflight", "2")
+    flags = ("--slot-policy", policy, "--adaptive", "--max-active", "2", "--max-inflight", "2")
     proc = _run("run", task, inputs, "-o", out, *flags)
     assert proc.returncode == 0, proc.stderr
     assert sorted(r["index"] for r in _records(out)) == list(range(6))  # type: ignore[type-var]

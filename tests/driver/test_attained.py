@@ -13,6 +13,7 @@ import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import agentcore
 from agentcore import Usage, open_driver, tool
 from agentcore._driver.requests import least_served_first
 from agentcore.core import AssistantMessage, CallModel, ModelResponded, ToolCall
@@ -159,3 +160,19 @@ def test_the_attained_order_reaches_each_engine_in_its_own_direction(
     body = json.loads(codec(dialect, priority=True).encode(call).body)
     sent = body["nvext"]["agent_hints"]["priority"] if dialect == "dynamo" else body["priority"]
     assert sent == on_the_wire
+
+
+def test_run_batch_takes_the_attained_policy() -> None:
+    turns = {0: 3, 1: 1, 2: 2}
+
+    async def scenario() -> list[CallModel]:
+        model = ScriptedModel(turns_policy(turns), latency=1.0)
+        task = agentcore.Task(prompt="task {n}", tools=[step], max_turns=5)
+        results = await agentcore.run_batch(
+            task, [{"n": i} for i in turns], backend=model, slot_policy="attained"
+        )
+        assert [r.status for r in results] == ["ok"] * len(turns)
+        return model.calls
+
+    calls = run_virtual(scenario)
+    assert sorted(c.hints.priority for c in calls) == [-20, -10, -10, 0, 0, 0]

@@ -46,7 +46,7 @@ def _same_json(a: object, b: object) -> bool:
     return a == b
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)  # the small domains give many equal pairs
 @given(first=field_values, second=field_values)
 def test_two_keys_are_equal_exactly_when_every_declared_value_is(
     first: list[object], second: list[object]

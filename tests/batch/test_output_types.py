@@ -14,8 +14,8 @@ import pytest
 import trio
 
 import agentcore
-from agentcore._core.schema import ValidationFailed, json_schema, structure
 from agentcore._codecs.values import json_value
+from agentcore._core.schema import ValidationFailed, json_schema, structure
 
 
 @dataclasses.dataclass(frozen=True)

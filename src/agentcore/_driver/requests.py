@@ -115,6 +115,8 @@ class ModelRequests:
         self.rates = RateLimiter() if rates is None else rates
         """Request and token budgets: waited on, holding no slot, before each attempt."""
         self._limiter = limiter
+        self._attained = limiter.policy == "attained"
+        """The slot line orders by attained service (computed only then)."""
         self._retry = retry
         self._random = random
         self.stats = RequestTotals()
@@ -163,7 +165,8 @@ class ModelRequests:
             priority = call.hints.priority
             if run.steps is not None:
                 _queued(run.steps, run, call)
-        slot = self._limiter.park(run.index, priority, wake, run, attained_service(run))
+        service = attained_service(run) if self._attained else 0
+        slot = self._limiter.park(run.index, priority, wake, run, service)
         if isinstance(slot, Slot):
             return slot, reservation
         run.reservation = reservation
@@ -194,7 +197,7 @@ class ModelRequests:
         steps = self.sink if run is None else run.steps
         if run is None and steps is None:
             steps = run_sink()  # the log sink, while a DEBUG line would be seen
-        if self._limiter.policy == "attained":
+        if self._attained:
             call = least_served_first(call, attained_service(run))
         run_id = None if run is None else run.id
         first = trio.current_time()
@@ -290,7 +293,7 @@ class ModelRequests:
                 owner = call.request_id if run is None else run.index
                 try:
                     slot = await self._limiter.slot(
-                        owner, call.hints.priority, attained_service(run)
+                        owner, call.hints.priority, attained_service(run) if self._attained else 0
                     )
                 except BaseException:
                     rates.unsent(reservation)

@@ -1,4 +1,4 @@
-"""``--backend openai-batch://`` and ``anthropic-batch://`` end to end: 20 agents with three
+"""``--backend openai-batch://`` and ``anthropic-batch://`` end to end: 100 agents with three
 tool turns each through the simulator's Batch APIs, the process killed (SIGKILL) while a hop
 is in flight and resumed, against the same simulator in its own process."""
 
@@ -47,16 +47,16 @@ found = "bool"
 notes = "list[str]"
 """
 
-AGENTS = 20  # several per hop; the count is not what is checked
+AGENTS = 100
 TOOL_TURNS = 3
 
 
 @pytest.fixture
 def sim_url() -> Iterator[str]:
-    """A simulator in its own process (it outlives the killed run), batches ending 1 s after
+    """A simulator in its own process (it outlives the killed run), batches ending 1.5 s after
     their creation, three tool turns per agent."""
     proc = subprocess.Popen(
-        [*_cli("sim", "--port", "0", "--tool-rounds", str(TOOL_TURNS), "--batch-delay", "1")],
+        [*_cli("sim", "--port", "0", "--tool-rounds", str(TOOL_TURNS), "--batch-delay", "1.5")],
         stdout=subprocess.PIPE,
         text=True,
     )

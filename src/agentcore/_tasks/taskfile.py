@@ -49,16 +49,20 @@ from .task import Task
 __all__ = ["TaskFileError", "load_task"]
 
 _SCALARS: dict[str, Any] = {"str": str, "int": int, "float": float, "bool": bool}
-_KEYS = {
+# The keys copied as they are into the task's options.
+_OPTIONS = (
     "name",
     "system",
-    "prompt",
     "max_turns",
     "max_tool_errors",
     "max_output_retries",
     "max_tool_failures",
     "expected_output_tokens",
     "planning_interval",
+)
+_KEYS = {
+    *_OPTIONS,
+    "prompt",
     "final_instruction",
     "tools",
     "output",
@@ -179,20 +183,7 @@ def load_task(path: str | Path) -> Task[Any]:
         except ConfigError as exc:
             raise TaskFileError(f"{path}: limits: {exc}") from None
 
-    options: dict[str, Any] = {
-        k: data[k]
-        for k in (
-            "name",
-            "system",
-            "max_turns",
-            "max_tool_errors",
-            "max_output_retries",
-            "max_tool_failures",
-            "expected_output_tokens",
-            "planning_interval",
-        )
-        if k in data
-    }
+    options: dict[str, Any] = {k: data[k] for k in _OPTIONS if k in data}
     if "final_instruction" in data:
         instruction = data["final_instruction"]
         if not isinstance(instruction, str):

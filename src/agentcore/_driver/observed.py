@@ -25,6 +25,7 @@ from .._tools.progress import CallSteps
 
 if TYPE_CHECKING:
     from .._codecs.codec import Delta
+    from .._core.events import ToolError
     from .._tools.context import RunContext
     from .._tools.executor import ToolExecutor
     from .runs import Run
@@ -82,47 +83,45 @@ async def tool_call(
         event = await executor.call(call, context, report)
     finally:
         listener.done = True
-    now = trio.current_time()
     content, error = (
         (event.content, None) if isinstance(event, ToolReturned) else (None, event.error)
     )
-    steps.push(
-        ToolEnded(
-            run.id,
-            call.call_id,
-            call.name,
-            content,
-            error,
-            report.source,
-            now - started,
-            now,
-            report.calls,
-            report.exception,
-            report.failures,
-        )
-    )
+    steps.push(_tool_ended(run, call, report, started, content=content, error=error))
     return event
+
+
+def _tool_ended(
+    run: Run,
+    call: CallTool,
+    report: CallReport,
+    started: float,
+    *,
+    content: str | None,
+    error: ToolError | None,
+) -> ToolEnded:
+    """The :class:`ToolEnded` of a run's tool call that began at ``started``, ending now."""
+    now = trio.current_time()
+    return ToolEnded(
+        run.id,
+        call.call_id,
+        call.name,
+        content,
+        error,
+        report.source,
+        now - started,
+        now,
+        report.calls,
+        report.exception,
+        report.failures,
+    )
 
 
 def tool_failed(
     run: Run, call: CallTool, event: ToolFailed, report: CallReport, started: float
 ) -> None:
     """Report the failed tool call of a run without a step sink (to the log sink)."""
-    now = trio.current_time()
     failure_sink(None).push(
-        ToolEnded(
-            run.id,
-            call.call_id,
-            call.name,
-            None,
-            event.error,
-            report.source,
-            now - started,
-            now,
-            report.calls,
-            report.exception,
-            report.failures,
-        )
+        _tool_ended(run, call, report, started, content=None, error=event.error)
     )
 
 

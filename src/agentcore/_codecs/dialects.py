@@ -72,35 +72,39 @@ Annotations = Sequence[str] | Callable[[CallModel], Sequence[str]]
 _I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
 _U32_MAX = 2**32 - 1
 
-# ----------------------------------------------------------------------------- Dynamo table
-
-# The OpenAI request fields the Dynamo frontend accepts at the top level (observed on 1.6.1:
-# anything else, including vLLM's `priority`/`request_id` and SGLang's `rid`, is answered with
-# 400 "Unsupported parameter(s)").
-_DYNAMO_TOP_LEVEL = frozenset(
+# The standard OpenAI chat request fields the codec writes itself.
+_OPENAI_BODY = frozenset(
     {
         "model",
         "messages",
         "tools",
         "tool_choice",
-        "parallel_tool_calls",
         "max_tokens",
         "max_completion_tokens",
         "temperature",
         "top_p",
         "stop",
         "seed",
-        "n",
-        "user",
-        "logprobs",
-        "service_tier",
         "response_format",
         "stream",
         "stream_options",
-        "chat_template_kwargs",
-        "nvext",
     }
 )
+
+# ----------------------------------------------------------------------------- Dynamo table
+
+# The OpenAI request fields the Dynamo frontend accepts at the top level (observed on 1.6.1:
+# anything else, including vLLM's `priority`/`request_id` and SGLang's `rid`, is answered with
+# 400 "Unsupported parameter(s)").
+_DYNAMO_TOP_LEVEL = _OPENAI_BODY | {
+    "parallel_tool_calls",
+    "n",
+    "user",
+    "logprobs",
+    "service_tier",
+    "chat_template_kwargs",
+    "nvext",
+}
 
 
 @attrs.frozen
@@ -326,28 +330,7 @@ DIALECTS: Mapping[str, Dialect] = {
 """The OpenAI-compatible dialects, by name: the one table of dialect facts."""
 
 # Body fields the codec writes itself; extra_body may not replace them.
-_RESERVED_BODY = frozenset(
-    {
-        "model",
-        "messages",
-        "tools",
-        "tool_choice",
-        "max_tokens",
-        "max_completion_tokens",
-        "temperature",
-        "top_p",
-        "stop",
-        "seed",
-        "response_format",
-        "stream",
-        "stream_options",
-        "priority",
-        "rid",
-        "cache_salt",
-        "nvext",
-        "prompt_cache_key",
-    }
-)
+_RESERVED_BODY = _OPENAI_BODY | {"priority", "rid", "cache_salt", "nvext", "prompt_cache_key"}
 
 
 def make_options(dialect: str, options: Mapping[str, Any]) -> OpenAIOptions:

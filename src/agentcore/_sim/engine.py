@@ -23,7 +23,6 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Sequence
-from types import TracebackType
 
 import attrs
 import trio
@@ -68,12 +67,7 @@ class _Slot:
     async def __aenter__(self) -> None:
         await self._engine._acquire(self._priority)
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         self._engine._release()
 
 

@@ -16,7 +16,6 @@ import math
 import ssl
 from collections.abc import AsyncGenerator, Iterator
 from contextlib import contextmanager, suppress
-from types import TracebackType
 from typing import cast
 
 import attrs
@@ -228,12 +227,7 @@ class _HttpxStreamContext:
             raise
         return self._stream
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         response = self._response
         if response is None:
             return

@@ -62,7 +62,6 @@ import math
 import select
 import socket
 import ssl
-from types import TracebackType
 from typing import Any, cast
 
 import attrs
@@ -677,12 +676,7 @@ class _LeanStreamContext:
             return _LeanResponseStream(exchange, head)
         raise exchange.timed_out()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         exchange = self._exchange
         if exchange is not None:
             self._exchange = None

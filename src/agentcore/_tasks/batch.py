@@ -438,16 +438,21 @@ async def map_reduce(
         options=options,
         keywords=driver_options,
     ) as (opened, warm_up):
-        plan_results = await run_batch(
-            plan,
-            [input],
-            driver=opened,
-            warm=False,
-            batch_id=f"{batch_id}p",
-            timeout=timeout,
-            deps=deps,
-        )
-        plan_result = plan_results[0]
+
+        async def run_once(task: Task[T], value: object, hop: str) -> Result[T]:
+            """``task`` on one input, as the batch ``{batch_id}{hop}`` on the opened driver."""
+            results = await run_batch(
+                task,
+                [value],
+                driver=opened,
+                warm=False,
+                batch_id=f"{batch_id}{hop}",
+                timeout=timeout,
+                deps=deps,
+            )
+            return results[0]
+
+        plan_result = await run_once(plan, input, "p")
         if plan_result.status != "ok":
             return MapReduceResult(plan_result, (), None)
         split: Callable[[P], Iterable[object]] = items or _default_items
@@ -471,13 +476,5 @@ async def map_reduce(
             "answers": orjson.dumps(ok, option=orjson.OPT_INDENT_2).decode(),
             "failed": sum(r.status != "ok" for r in answers),
         }
-        reduced = await run_batch(
-            reduce,
-            [reduce_input],
-            driver=opened,
-            warm=False,
-            batch_id=f"{batch_id}r",
-            timeout=timeout,
-            deps=deps,
-        )
-        return MapReduceResult(plan_result, tuple(answers), reduced[0])
+        reduced = await run_once(reduce, reduce_input, "r")
+        return MapReduceResult(plan_result, tuple(answers), reduced)

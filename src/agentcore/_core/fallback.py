@@ -75,13 +75,19 @@ model). Not the request's own faults (bad request, too large), not auth or quota
 configuration to fix, not to hide)."""
 
 
-def _kinds(value: Iterable[ErrorKind]) -> frozenset[ErrorKind]:
+def _error_kinds(field: str, value: Iterable[ErrorKind]) -> frozenset[ErrorKind]:
+    """``value`` as a set of error kinds for the option ``field`` (``Class.on``)."""
     if isinstance(value, str | bytes | ErrorKind):
-        raise ConfigError(f"FallbackPolicy.on must be a collection of ErrorKind, got {value!r}")
+        raise ConfigError(f"{field} must be a collection of ErrorKind, got {value!r}")
     kinds = frozenset(value)
     for kind in kinds:
         if not isinstance(kind, ErrorKind):
-            raise ConfigError(f"FallbackPolicy.on must hold ErrorKind values, got {kind!r}")
+            raise ConfigError(f"{field} must hold ErrorKind values, got {kind!r}")
+    return kinds
+
+
+def _kinds(value: Iterable[ErrorKind]) -> frozenset[ErrorKind]:
+    kinds = _error_kinds("FallbackPolicy.on", value)
     refused = sorted(kind.value for kind in kinds if not policy_of(kind).may_fall_over)
     if refused:
         raise ConfigError(
@@ -126,13 +132,7 @@ reached (connection refused or reset) or did not answer in time."""
 
 
 def _breaker_kinds(value: Iterable[ErrorKind]) -> frozenset[ErrorKind]:
-    if isinstance(value, str | bytes | ErrorKind):
-        raise ConfigError(f"CircuitBreaker.on must be a collection of ErrorKind, got {value!r}")
-    kinds = frozenset(value)
-    for kind in kinds:
-        if not isinstance(kind, ErrorKind):
-            raise ConfigError(f"CircuitBreaker.on must hold ErrorKind values, got {kind!r}")
-    return kinds
+    return _error_kinds("CircuitBreaker.on", value)
 
 
 def _finite(instance: Any, attribute: attrs.Attribute[Any], value: float) -> None:

@@ -672,6 +672,13 @@ class AgentLoop:
         self._state = RunState.ERROR
         raise LocalProtocolError(message, state=state, event=event)
 
+    def _not_outstanding(self, what: str, event: ModelResponded | ModelFailed) -> NoReturn:
+        self._illegal(
+            f"{what} request {event.request_id!r}, but the outstanding request is "
+            f"{self._request_id!r}",
+            event,
+        )
+
     def _build_call_model(self, turn: int) -> CallModel:
         config = self._config
         final = self._final or self._planning
@@ -732,11 +739,7 @@ class AgentLoop:
 
     def _on_model_responded(self, event: ModelResponded) -> tuple[Effect, ...]:
         if event.request_id != self._request_id:
-            self._illegal(
-                f"reply to request {event.request_id!r}, but the outstanding request is "
-                f"{self._request_id!r}",
-                event,
-            )
+            self._not_outstanding("reply to", event)
         usage = event.usage
         self._prompt_tokens += usage.prompt_tokens
         self._completion_tokens += usage.completion_tokens
@@ -989,11 +992,7 @@ class AgentLoop:
 
     def _on_model_failed(self, event: ModelFailed) -> tuple[Effect, ...]:
         if event.request_id != self._request_id:
-            self._illegal(
-                f"failure of request {event.request_id!r}, but the outstanding request is "
-                f"{self._request_id!r}",
-                event,
-            )
+            self._not_outstanding("failure of", event)
         error = event.error
         return self._abort(
             AbortKind.MODEL_FAILED, error.message, tuple(self._transcript), error=error

@@ -40,31 +40,34 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import orjson
 
 from .._core.errors import ConfigError
-from .._core.events import CallModel, ModelError, ModelFailed, ModelResponded
+from .._core.events import ModelFailed, ModelResponded
 from .._core.messages import (
     AssistantMessage,
-    Image,
-    Message,
-    ModelParams,
     SystemMessage,
     ToolCall,
     ToolMessage,
-    ToolSpec,
     Usage,
     UserMessage,
 )
 from .classify import classify_stream_error, protocol_error, reply_payload, truncated_stream
-from .codec import Delta, TextDelta, ToolCallDelta
+from .codec import TextDelta, ToolCallDelta
 from .common import image_base64, put_sampling, wire_count
-from .http import Headers, HttpRequest
+from .http import HttpRequest
 from .jsonbody import loads
-from .sse import SSEDecoder, SSEEvent
+from .sse import SSEDecoder
+
+if TYPE_CHECKING:
+    from .._core.events import CallModel, ModelError
+    from .._core.messages import Image, Message, ModelParams, ToolSpec
+    from .codec import Delta
+    from .http import Headers
+    from .sse import SSEEvent
 
 __all__ = ["AnthropicCodec", "AnthropicStreamDecoder"]
 

@@ -35,28 +35,32 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
 import orjson
 
 from .._core.error_policy import policy_of
 from .._core.errors import ConfigError
-from .._core.events import CallModel, ErrorKind, ModelError, ModelFailed, ModelResponded
+from .._core.events import ErrorKind, ModelError, ModelFailed, ModelResponded
 from .._core.messages import (
     AssistantMessage,
-    Message,
     SystemMessage,
     ToolCall,
     ToolMessage,
-    ToolSpec,
     Usage,
     UserMessage,
 )
 from .classify import protocol_error, reply_payload, truncated_stream
-from .codec import Delta, TextDelta, ToolCallDelta
+from .codec import TextDelta, ToolCallDelta
 from .common import wire_count
-from .http import Headers, HttpRequest
+from .http import HttpRequest
+
+if TYPE_CHECKING:
+    from .._core.events import CallModel
+    from .._core.messages import Message, ToolSpec
+    from .codec import Delta
+    from .http import Headers
 
 __all__ = ["BedrockCodec", "BedrockStreamDecoder"]
 

@@ -23,31 +23,35 @@ its docstring.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from .._core.errors import ConfigError
-from .._core.events import CallModel, ModelError, ModelFailed, ModelResponded
+from .._core.events import ModelFailed, ModelResponded
 from .._core.messages import (
     AssistantMessage,
-    Image,
-    Message,
     ServerTiming,
     SystemMessage,
     ToolCall,
     ToolMessage,
-    ToolSpec,
     Usage,
     UserMessage,
 )
 from .classify import classify_stream_error, protocol_error, reply_payload, truncated_stream
-from .codec import Delta, TextDelta, ToolCallDelta
+from .codec import TextDelta, ToolCallDelta
 from .common import image_url, put_sampling, wire_count
-from .dialects import OpenAIOptions, dialect_body, dialect_headers, make_options
-from .http import Headers, HttpRequest
+from .dialects import dialect_body, dialect_headers, make_options
+from .http import HttpRequest
 from .jsonbody import loads
 from .sse import SSEDecoder
+
+if TYPE_CHECKING:
+    from .._core.events import CallModel, ModelError
+    from .._core.messages import Image, Message, ToolSpec
+    from .codec import Delta
+    from .dialects import OpenAIOptions
+    from .http import Headers
 
 __all__ = ["OpenAICodec", "OpenAIStreamDecoder"]
 

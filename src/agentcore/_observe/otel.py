@@ -48,12 +48,15 @@ from .steps import (
     RunAborted,
     RunFinished,
     RunStarted,
-    StepEvent,
     ToolEnded,
 )
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
+
+    from .steps import (
+        StepEvent,
+    )
 
 __all__ = ["OtelObserver"]
 

@@ -46,7 +46,7 @@ import heapq
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import orjson
 import trio
@@ -61,11 +61,13 @@ from .steps import (
     RunAborted,
     RunFinished,
     RunStarted,
-    StepEvent,
     ToolEnded,
     ToolProgress,
     ToolWaited,
 )
+
+if TYPE_CHECKING:
+    from .steps import StepEvent
 
 __all__ = ["SLOTS_PID", "TOOL_WAITS_PID", "TraceWriter", "read_trace"]
 

@@ -51,8 +51,7 @@ import trio
 
 from .._core.events import Effect
 from .._core.results import Result
-from .requests import Granted
-from .runs import Group, ResultQueue, Run
+from .runs import Granted, Group, ResultQueue, Run
 from .slot_limiter import Parked
 
 __all__ = ["Feed", "Ready", "in_line"]

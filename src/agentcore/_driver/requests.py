@@ -54,14 +54,11 @@ from .._transports.model_client import ModelClient
 from .breaker import BackendBreaker, PassedOver
 from .observed import step_deltas
 from .rate_limiter import RateLimiter
-from .runs import Run
+from .runs import Granted, Run
 from .slot_limiter import Parked, Slot, SlotLimiter
 from .stats import RequestTotals
 
 __all__ = ["ModelRequests"]
-
-Granted = tuple[Slot, Reservation | None]
-"""A slot taken for a request's first attempt, with its rate reservation."""
 
 
 class StreamSink(Protocol):

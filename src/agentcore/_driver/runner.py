@@ -80,8 +80,8 @@ from .._tools.executor import CallReport, ToolExecutor
 from .fallback import FallbackRequests
 from .feed import in_line
 from .observed import run_ended, run_started, tool_call, tool_failed
-from .requests import Granted, ModelRequests
-from .runs import Group, Run
+from .requests import ModelRequests
+from .runs import Granted, Group, Run
 from .slot_limiter import Parked, Slot
 
 __all__ = ["Runner", "first_effects", "not_started", "opening_call"]

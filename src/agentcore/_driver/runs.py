@@ -6,27 +6,61 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import trio
 
 from .._core.budgets import BudgetExceeded
-from .._core.events import CallModel
+from .._core.events import CallModel, Effect, ModelFailed, ModelResponded
 from .._core.loop import AgentLoop
 from .._core.ratebudget import Reservation
 from .._core.replay import HistoryDigest
 from .._core.results import Result
 from .._tools.caps import Cap
 from .._tools.context import RunContext
-from .slot_limiter import Parked
+from .slot_limiter import Parked, Slot
 
-__all__ = ["Group", "ResultQueue", "ResultStream", "Run"]
+__all__ = ["BatchGuard", "Granted", "Group", "ResultQueue", "ResultStream", "Run", "RunFeed"]
 
 if TYPE_CHECKING:
     from .._observe.steps import StepSink
-    from .budget_guard import BudgetGuard
-    from .feed import Feed
+
+Granted = tuple[Slot, Reservation | None]
+"""A slot taken for a request's first attempt, with its rate reservation."""
+
+
+class RunFeed(Protocol):
+    """What the runs of a result stream need of the feed carrying them
+    (:class:`~agentcore._driver.feed.Feed`; typed here so this module imports no module that
+    imports it)."""
+
+    def push(
+        self,
+        run: Run,
+        effects: tuple[Effect, ...] | None,
+        granted: Granted | None,
+        woken: bool,
+    ) -> None: ...
+
+    def parked(self, parked: Parked, deadline: float) -> None: ...
+
+    def abandon(self) -> list[tuple[Run, tuple[Effect, ...] | None, Granted | None, bool]]: ...
+
+
+class BatchGuard(Protocol):
+    """What the runs of a batch with a usage budget need of its guard
+    (:class:`~agentcore._driver.budget_guard.BudgetGuard`)."""
+
+    def refuses_run(self) -> BudgetExceeded | None: ...
+
+    async def before_request(self, run: Run, call: CallModel) -> None: ...
+
+    def after_request(self, event: ModelResponded | ModelFailed) -> None: ...
+
+    def release(self, call: CallModel) -> None: ...
+
+    async def before_tool_call(self) -> None: ...
 
 
 @attrs.define(eq=False)
@@ -44,7 +78,7 @@ class Run:
     """The run's place in the slot line while it waits there without a task."""
     admitted: bool = False
     """The run holds room in its stream's ``max_active`` limiter."""
-    feed: Feed | None = None
+    feed: RunFeed | None = None
     """The feed carrying the run (runs of a result stream)."""
     reservation: Reservation | None = None
     """The rate reservation of the request the run is parked with."""
@@ -58,7 +92,7 @@ class Run:
     tools_running: int = 0
     tools_since: float = 0.0
     tool_time: float = 0.0
-    guard: BudgetGuard | None = None
+    guard: BatchGuard | None = None
     """The batch's usage budget, when it has one."""
     served_by: list[str] | None = None
     """With model fallback: the backend of each request so far."""
@@ -132,7 +166,7 @@ class Group:
 
     runs: set[Run] = attrs.field(factory=set)
     cancelled: bool = False
-    guard: BudgetGuard | None = None
+    guard: BatchGuard | None = None
     """The usage budget of a batch that has one."""
 
     steps: StepSink | None = None
@@ -143,7 +177,7 @@ class Group:
     """Maps a run's index to its input's index and the input (called once per run)."""
     tool_cap: Cap | None = None
     """The cap on the group's tool calls in progress at once, over all tools."""
-    feed: Feed | None = None
+    feed: RunFeed | None = None
     """The feed carrying the runs of a result stream (once the stream has started)."""
 
     def cancel(self) -> None:

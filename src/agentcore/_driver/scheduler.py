@@ -44,7 +44,7 @@ from .._tools.caps import Cap
 from .budget_guard import BudgetGuard, OnBudget
 from .feed import Feed, in_line
 from .runner import Runner, first_effects, opening_call
-from .runs import Group, ResultQueue, ResultStream, Run
+from .runs import Group, ResultQueue, ResultStream, Run, RunFeed
 from .slot_limiter import Parked, Slot
 
 __all__ = ["FEED_STRIDE", "StreamScheduler", "body_nursery"]
@@ -124,7 +124,7 @@ class StreamScheduler:
             if group.feed is not None:
                 self.abandon(group, group.feed)
 
-    def abandon(self, group: Group, feed: Feed) -> None:
+    def abandon(self, group: Group, feed: RunFeed) -> None:
         """A stream was left with runs still going: runs parked in the slot line leave it, and
         the slots granted to runs that no worker took up are given back (in that order, so
         that no slot given back goes to a run of the same stream)."""

@@ -23,13 +23,11 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
-import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import serverctl  # tools/serverctl.py, shared with tools/vllm
 
 VERSION = "0.3.36"
 HOME = Path(os.environ.get("AGENTCORE_LLAMACPP_HOME", Path.home() / ".cache/agentcore-llamacpp"))
@@ -41,22 +39,6 @@ def run_dir(port: int) -> Path:
     return HOME / f"run-{port}"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return False
-    return state != "Z"
-
-
-def _healthy(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as reply:
-            return bool(reply.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
-
-
 def start(args: argparse.Namespace) -> int:
     if not BINARY.exists():
         print(f"llama-server is not built: run tools/llamacpp/setup.sh ({BINARY})", file=sys.stderr)
@@ -66,8 +48,7 @@ def start(args: argparse.Namespace) -> int:
         print(f"no model {model}: run tools/llamacpp/setup.sh", file=sys.stderr)
         return 1
     where = run_dir(args.port)
-    pid_file = where / "pid"
-    if pid_file.exists() and _alive(int(pid_file.read_text())):
+    if serverctl.running(where):
         print(f"llama-server already runs on port {args.port}", file=sys.stderr)
         return 1
     where.mkdir(parents=True, exist_ok=True)
@@ -84,53 +65,14 @@ def start(args: argparse.Namespace) -> int:
         slots.mkdir()
         command += ["--slot-save-path", f"{slots}/"]
     command += args.extra
-    with (where / "server.log").open("wb") as log:
-        process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )  # fmt: skip
-    pid_file.write_text(str(process.pid))
-    deadline = time.monotonic() + args.wait
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pid_file.unlink(missing_ok=True)
-            tail = (where / "server.log").read_text(errors="replace").splitlines()[-15:]
-            print("llama-server exited at start:\n" + "\n".join(tail), file=sys.stderr)
-            return 1
-        if _healthy(args.port):
-            print(f"http://127.0.0.1:{args.port}")
-            return 0
-        time.sleep(0.1)
-    stop_pid(process.pid)
-    pid_file.unlink(missing_ok=True)
-    print(f"llama-server did not become healthy within {args.wait} s", file=sys.stderr)
-    return 1
-
-
-def stop_pid(pid: int) -> None:
-    if not _alive(pid):
-        return
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 10
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if _alive(pid):
-        os.kill(pid, signal.SIGKILL)
-    # Reap it when it is our own child (a server started by this process).
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
+    return serverctl.launch(
+        "llama-server", command, where, args.port, ready="/health", wait=args.wait
+    )
 
 
 def stop(args: argparse.Namespace) -> int:
-    pid_file = run_dir(args.port) / "pid"
-    if not pid_file.exists():
-        return 0
-    stop_pid(int(pid_file.read_text()))
     # The pid, the log and the saved slots (MBs each) go: run directories do not pile up.
-    shutil.rmtree(run_dir(args.port), ignore_errors=True)
-    return 0
+    return serverctl.stop(run_dir(args.port))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,16 +29,12 @@ SIGKILL, and removes them. It never touches a process it did not start.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import shutil
-import signal
-import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import serverctl  # tools/serverctl.py, shared with tools/llamacpp
 
 VERSION = "0.32.0"
 HOME = Path(os.environ.get("AGENTCORE_VLLM_HOME", Path.home() / ".cache/agentcore-vllm"))
@@ -49,22 +45,6 @@ SERVED = "tiny"
 
 def run_dir(port: int) -> Path:
     return HOME / f"run-{port}"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return False
-    return state != "Z"
-
-
-def _ready(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2) as reply:
-            return bool(reply.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
 
 
 def command(args: argparse.Namespace, model: Path) -> list[str]:
@@ -91,11 +71,9 @@ def start(args: argparse.Namespace) -> int:
         print(f"no model in {model}: run tools/vllm/setup.sh", file=sys.stderr)
         return 1
     where = run_dir(args.port)
-    pid_file = where / "pid"
-    if pid_file.exists() and _alive(int(pid_file.read_text())):
+    if serverctl.running(where):
         print(f"a vLLM server already runs on port {args.port}", file=sys.stderr)
         return 1
-    where.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
@@ -104,74 +82,14 @@ def start(args: argparse.Namespace) -> int:
     env["HF_HUB_OFFLINE"] = "1"
     if args.dev:
         env["VLLM_SERVER_DEV_MODE"] = "1"
-    with (where / "server.log").open("wb") as log:
-        process = subprocess.Popen(
-            command(args, model), stdin=subprocess.DEVNULL, stdout=log,
-            stderr=subprocess.STDOUT, start_new_session=True, env=env,
-        )  # fmt: skip
-    pid_file.write_text(str(process.pid))
-    deadline = time.monotonic() + args.wait
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pid_file.unlink(missing_ok=True)
-            tail = (where / "server.log").read_text(errors="replace").splitlines()[-20:]
-            print("vLLM exited at start:\n" + "\n".join(tail), file=sys.stderr)
-            return 1
-        if _ready(args.port):
-            print(f"http://127.0.0.1:{args.port}")
-            return 0
-        time.sleep(0.5)
-    stop_pid(process.pid)
-    pid_file.unlink(missing_ok=True)
-    tail = (where / "server.log").read_text(errors="replace").splitlines()[-20:]
-    print(f"vLLM did not answer within {args.wait} s:\n" + "\n".join(tail), file=sys.stderr)
-    return 1
-
-
-def stop_pid(pid: int) -> None:
-    """SIGTERM the server's process group (the API process and its engine core), then
-    SIGKILL what is left after 20 s."""
-    if not _alive(pid):
-        return
-    try:
-        group = os.getpgid(pid)
-    except ProcessLookupError:
-        return
-    # The group was made by start_new_session: its id is the server's own pid.
-    if group != pid:
-        os.kill(pid, signal.SIGTERM)
-    else:
-        os.killpg(group, signal.SIGTERM)
-    deadline = time.monotonic() + 20
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if _alive(pid):
-        if group == pid:
-            os.killpg(group, signal.SIGKILL)
-        else:
-            os.kill(pid, signal.SIGKILL)
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)  # reap it when it is our own child
-    if group == pid:
-        # The engine core may outlive the API process for a moment: wait for the group to go.
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(group, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.1)
-        else:
-            os.killpg(group, signal.SIGKILL)
+    return serverctl.launch(
+        "vLLM", command(args, model), where, args.port, ready="/v1/models", wait=args.wait,
+        env=env, poll=0.5, grace=20.0,
+    )  # fmt: skip
 
 
 def stop(args: argparse.Namespace) -> int:
-    pid_file = run_dir(args.port) / "pid"
-    if not pid_file.exists():
-        return 0
-    stop_pid(int(pid_file.read_text()))
-    shutil.rmtree(run_dir(args.port), ignore_errors=True)
-    return 0
+    return serverctl.stop(run_dir(args.port), grace=20.0)
 
 
 def main(argv: list[str] | None = None) -> int:

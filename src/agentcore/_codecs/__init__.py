@@ -7,7 +7,8 @@ parser on use (the ``bedrock`` extra). Files:
 - ``classify``: the one table from HTTP answers and transport failures to ``ModelError``.
 - ``codec``: the :class:`Codec` protocol, stream deltas and the :class:`Backend` value.
 - ``exchange``: :class:`Exchange`, the outcome of one attempt at a model request.
-- ``common``: what the dialects share (sampling parameters, wire counts).
+- ``common``: what the dialects share (sampling parameters, wire counts, a tool use's input,
+  plain JSON containers).
 - ``dialects``: the OpenAI-compatible dialects: one :class:`Dialect` record each (every fact
   about an engine), option validation and the extras each puts on the wire.
 - ``openai``: the OpenAI-compatible codec (chat completions, streamed and not).

@@ -57,7 +57,7 @@ from .._core.messages import (
 )
 from .classify import classify_stream_error, protocol_error, reply_payload, truncated_stream
 from .codec import TextDelta, ToolCallDelta
-from .common import image_base64, put_sampling, wire_count
+from .common import image_base64, plain_json, put_sampling, tool_input, wire_count
 from .http import HttpRequest
 from .jsonbody import loads
 from .sse import SSEDecoder
@@ -77,9 +77,6 @@ DEFAULT_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
 """``max_tokens`` is mandatory in this API. 4096 is the smallest output limit among current
 models, so it is accepted everywhere and still leaves room for a long tool call."""
-
-RAW_ARGUMENTS_KEY = "_raw_arguments"
-"""The ``tool_use.input`` key that carries arguments which were not a JSON object."""
 
 _STOP_REASONS = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
 """``stop_reason`` values with an OpenAI-style equivalent; the others are kept as they are."""
@@ -161,27 +158,6 @@ def _call_id(call_id: str) -> str:
     return _BAD_ID_CHARS.sub("_", call_id) or "_"
 
 
-def _tool_input(arguments: str) -> Any:
-    if not arguments.strip():
-        return {}
-    try:
-        value = orjson.loads(arguments)
-    except orjson.JSONDecodeError:
-        value = None
-    if isinstance(value, dict):
-        return value
-    return {RAW_ARGUMENTS_KEY: arguments}
-
-
-def _plain(value: Any) -> Any:
-    """A JSON schema as plain dicts and lists (orjson encodes only those containers)."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
-
-
 def _text_block(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
@@ -242,7 +218,7 @@ def _blocks_of(message: Message) -> tuple[str, list[dict[str, Any]], list[dict[s
                 "type": "tool_use",
                 "id": _call_id(call.id),
                 "name": call.name,
-                "input": _tool_input(call.arguments),
+                "input": tool_input(call.arguments),
             }
         )
     return "assistant", [], blocks
@@ -408,7 +384,7 @@ class AnthropicCodec:
             tool: dict[str, Any] = {"name": spec.name}
             if spec.description:
                 tool["description"] = spec.description
-            tool["input_schema"] = _plain(spec.parameters)
+            tool["input_schema"] = plain_json(spec.parameters)
             tools.append(tool)
         if tools and self.cache_prefix:
             tools[-1]["cache_control"] = self._cache_control()

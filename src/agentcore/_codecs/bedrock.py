@@ -53,7 +53,7 @@ from .._core.messages import (
 )
 from .classify import protocol_error, reply_payload, truncated_stream
 from .codec import TextDelta, ToolCallDelta
-from .common import wire_count
+from .common import plain_json, tool_input, wire_count
 from .http import HttpRequest
 
 if TYPE_CHECKING:
@@ -67,7 +67,6 @@ __all__ = ["BedrockCodec", "BedrockStreamDecoder"]
 _STOP_REASONS = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
 _TOOL_CHOICES: Mapping[str, dict[str, Any]] = {"auto": {"auto": {}}, "required": {"any": {}}}
 _CACHE_POINT = {"cachePoint": {"type": "default"}}
-_RAW_ARGUMENTS_KEY = "_raw_arguments"
 _MAX_STREAM_BUFFER = 16 * 1024 * 1024
 
 _EXCEPTION_KINDS: Mapping[str, ErrorKind] = {
@@ -98,24 +97,6 @@ def _finish_reason(value: object) -> str | None:
     return _STOP_REASONS.get(value, value) if isinstance(value, str) else None
 
 
-def _tool_input(arguments: str) -> Any:
-    if not arguments.strip():
-        return {}
-    try:
-        value = orjson.loads(arguments)
-    except orjson.JSONDecodeError:
-        value = None
-    return value if isinstance(value, dict) else {_RAW_ARGUMENTS_KEY: arguments}
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
-
-
 def _blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
     if isinstance(message, UserMessage):
         return "user", [{"text": message.content}]
@@ -131,7 +112,7 @@ def _blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
     if message.content:
         blocks.append({"text": message.content})
     for call in message.tool_calls:
-        use = {"toolUseId": call.id, "name": call.name, "input": _tool_input(call.arguments)}
+        use = {"toolUseId": call.id, "name": call.name, "input": tool_input(call.arguments)}
         blocks.append({"toolUse": use})
     return "assistant", blocks
 
@@ -265,7 +246,7 @@ class BedrockCodec:
         for spec in specs:
             tool: dict[str, Any] = {
                 "name": spec.name,
-                "inputSchema": {"json": _plain(spec.parameters)},
+                "inputSchema": {"json": plain_json(spec.parameters)},
             }
             if spec.description:
                 tool["description"] = spec.description
@@ -381,7 +362,7 @@ class BedrockStreamDecoder:
         blocks = [self._blocks[i] for i in sorted(self._blocks)]
         text = "".join("".join(b.parts) for b in blocks if b.kind == "text")
         calls = tuple(
-            ToolCall(b.call_id, b.name, orjson.dumps(_tool_input("".join(b.parts))).decode())
+            ToolCall(b.call_id, b.name, orjson.dumps(tool_input("".join(b.parts))).decode())
             for b in blocks
             if b.kind == "tool"
         )

@@ -1,13 +1,29 @@
-"""Body fields that the OpenAI-compatible and the Anthropic codecs read and write alike."""
+"""What the dialects read and write alike: body fields, tool inputs, plain JSON containers."""
 
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+import orjson
 
 from .._core.messages import Image, ModelParams
 
-__all__ = ["image_base64", "image_url", "put_sampling", "wire_count"]
+__all__ = [
+    "RAW_ARGUMENTS_KEY",
+    "image_base64",
+    "image_url",
+    "json_default",
+    "plain_json",
+    "put_sampling",
+    "tool_input",
+    "wire_count",
+]
+
+RAW_ARGUMENTS_KEY = "_raw_arguments"
+"""The key of a tool use's ``input`` (Anthropic, Bedrock) that carries arguments which were
+not a JSON object."""
 
 
 def image_base64(image: Image) -> str:
@@ -39,3 +55,38 @@ def put_sampling(body: dict[str, Any], params: ModelParams, *, stop_field: str) 
         body["top_p"] = params.top_p
     if params.stop:
         body[stop_field] = list(params.stop)
+
+
+def tool_input(arguments: str) -> Any:
+    """A tool call's ``arguments`` as the JSON object Anthropic and Bedrock take as a tool use's
+    ``input``: the object they hold, ``{}`` for none, and anything else as the text itself
+    under :data:`RAW_ARGUMENTS_KEY`."""
+    if not arguments.strip():
+        return {}
+    try:
+        value = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        value = None
+    if isinstance(value, dict):
+        return value
+    return {RAW_ARGUMENTS_KEY: arguments}
+
+
+def plain_json(value: Any) -> Any:
+    """A JSON value (a tool's schema) copied into plain dicts and lists, the only containers
+    orjson encodes, for a body that is returned as well as encoded."""
+    if isinstance(value, Mapping):
+        return {str(k): plain_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain_json(v) for v in value]
+    return value
+
+
+def json_default(value: object) -> object:
+    """orjson's ``default`` for the other containers a body may hold (read-only mappings,
+    tuples, sets): each as a dict or list, met only when encoding."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, Sequence | frozenset | set) and not isinstance(value, str | bytes):
+        return list(value)
+    raise TypeError(f"cannot serialize {type(value).__name__}")

@@ -52,6 +52,7 @@ from .._core.events import CallModel
 from .._core.messages import SystemMessage
 from .._core.validators import check_header_value
 from .codec import TransportKind, WarmUp
+from .common import json_default
 
 __all__ = [
     "DIALECTS",
@@ -526,16 +527,8 @@ def prefix_key(call: CallModel) -> str:
         if not isinstance(message, SystemMessage):
             break
         systems.append(message.content)
-    digest = hashlib.sha256(orjson.dumps([tools, systems], default=_plain)).hexdigest()
+    digest = hashlib.sha256(orjson.dumps([tools, systems], default=json_default)).hexdigest()
     return f"agentcore-{digest[:24]}"
-
-
-def _plain(value: object) -> object:
-    if isinstance(value, Mapping):
-        return dict(value)
-    if isinstance(value, Sequence | frozenset | set) and not isinstance(value, str | bytes):
-        return list(value)
-    raise TypeError(f"cannot serialize {type(value).__name__}")
 
 
 def dynamo_nvext(call: CallModel, opts: OpenAIOptions) -> dict[str, Any]:

@@ -22,7 +22,7 @@ its docstring.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -40,7 +40,7 @@ from .._core.messages import (
 )
 from .classify import classify_stream_error, protocol_error, reply_payload, truncated_stream
 from .codec import TextDelta, ToolCallDelta
-from .common import image_url, put_sampling, wire_count
+from .common import image_url, json_default, put_sampling, wire_count
 from .dialects import dialect_body, dialect_headers, make_options
 from .http import HttpRequest
 from .jsonbody import loads
@@ -156,7 +156,7 @@ class OpenAICodec:
         body.update(dialect_body(call, opts))
         body.update(opts.extra_body)
         try:
-            data = orjson.dumps(body, default=_json_default)
+            data = orjson.dumps(body, default=json_default)
         except TypeError as exc:
             raise ConfigError(
                 f"request for {call.request_id!r} is not JSON-serializable: {exc}"
@@ -431,14 +431,6 @@ def _wants_response_format(opts: OpenAIOptions, call: CallModel) -> bool:
     if mode == "always":
         return True
     return mode == "without_tools" and (not call.tools or call.params.tool_choice == "none")
-
-
-def _json_default(value: object) -> object:
-    if isinstance(value, Mapping):
-        return dict(value)
-    if isinstance(value, Sequence | frozenset | set) and not isinstance(value, str | bytes):
-        return list(value)
-    raise TypeError(f"cannot serialize {type(value).__name__}")
 
 
 # ----------------------------------------------------------------------------- decoding

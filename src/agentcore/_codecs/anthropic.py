@@ -110,6 +110,13 @@ _STREAM_EVENTS = frozenset(
 )
 """Event names whose payload must be a JSON object; any other event may carry anything."""
 
+_DELTA_PIECES: dict[str, tuple[str, str]] = {
+    "text_delta": ("text", "text"),
+    "input_json_delta": ("tool_use", "partial_json"),
+}
+"""The delta types the stream decoder reads: the kind of block each grows, and the field of
+the piece it adds (the other delta types are ignored)."""
+
 
 # ----------------------------------------------------------------------------- small helpers
 
@@ -666,21 +673,18 @@ class AnthropicStreamDecoder:
             self._fail(f"content_block_delta after content_block_stop for block {index}")
             return
         kind = delta.get("type")
-        if kind == "text_delta" and block.kind == "text":
-            text = delta.get("text")
-            if not isinstance(text, str):
-                self._fail(f"text_delta without text for block {index}")
-                return
-            if text:
-                block.parts.append(text)
-                deltas.append(TextDelta(text))
-        elif kind == "input_json_delta" and block.kind == "tool_use":
-            piece = delta.get("partial_json")
-            if not isinstance(piece, str):
-                self._fail(f"input_json_delta without partial_json for block {index}")
-                return
-            if piece:
-                block.parts.append(piece)
+        grows = _DELTA_PIECES.get(kind) if isinstance(kind, str) else None
+        if grows is None or grows[0] != block.kind:
+            return
+        piece = delta.get(grows[1])
+        if not isinstance(piece, str):
+            self._fail(f"{kind} without {grows[1]} for block {index}")
+            return
+        if piece:
+            block.parts.append(piece)
+            if block.kind == "text":
+                deltas.append(TextDelta(piece))
+            else:
                 deltas.append(ToolCallDelta(block.position, arguments=piece))
 
     def _stop(self, payload: dict[str, Any]) -> None:

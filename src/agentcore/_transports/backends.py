@@ -124,8 +124,9 @@ def backend(
         given["max_reply_bytes"] = max_reply
     if warm_up is not None:
         given["warm_up"] = warm_up
-    configured = _configure(url_or_backend, parts, model, api_key, stream, transport, options,
-                            given)  # fmt: skip
+    configured = _configure(
+        _Asked(url_or_backend, parts, model, api_key, stream, transport, options, given)
+    )
     record = DIALECTS.get(configured.name)  # Anthropic and Bedrock have none: their defaults
     default: WarmUp = "off"
     if configured.self_hosted:
@@ -138,16 +139,30 @@ def backend(
     )
 
 
-def _configure(  # noqa: PLR0917 - private, one caller
-    url_or_backend: str,
-    parts: SplitResult,
-    model: str,
-    api_key: str | None,
-    stream: bool,
-    transport: TransportKind | None,
-    options: dict[str, Any],
-    given: dict[str, Any],
-) -> Backend:
+@attrs.define
+class _Asked:
+    """What :func:`backend` was asked for a URL, for the builders below: the URL and its parts,
+    the model and key, the backend's own options, the codec's options (consumed as they are
+    read) and the options as given (kept on the :class:`Backend`)."""
+
+    url: str
+    parts: SplitResult
+    model: str
+    api_key: str | None
+    stream: bool
+    transport: TransportKind | None
+    options: dict[str, Any]
+    given: dict[str, Any]
+
+    def backend(
+        self, name: str, base: str, codec: Codec, kind: TransportKind, self_hosted: bool
+    ) -> Backend:
+        """The configured :class:`Backend`, with the stream default and options asked for."""
+        return Backend(name, base, codec, kind, self_hosted, self.stream, self.given)
+
+
+def _configure(asked: _Asked) -> Backend:
+    parts, model, api_key, options = asked.parts, asked.model, asked.api_key, asked.options
     scheme = parts.scheme.lower()
 
     record = DIALECTS.get(scheme)
@@ -155,19 +170,19 @@ def _configure(  # noqa: PLR0917 - private, one caller
         codec_options = {k: v for k, v in options.items() if k not in _SIM_KEYS}
         _no_dialect(codec_options, "sim")
         codec: Codec = _openai_codec(SIM_BASE_URL, model, api_key, "sim", codec_options)
-        return _dialect_backend(scheme, SIM_BASE_URL, codec, transport, stream, given)
-    _check_url(url_or_backend, parts)
+        return _dialect_backend(scheme, SIM_BASE_URL, codec, asked)
+    _check_url(asked.url, parts)
     if scheme == "bedrock":
-        return _bedrock_backend(parts, model, api_key, options, transport, stream, given)
+        return _bedrock_backend(asked)
     if record is not None and record.port is not None:  # a self-hosted engine's own scheme
         if not parts.hostname:
             raise ConfigError(f"{scheme}:// needs a host, e.g. {scheme}://127.0.0.1:{record.port}")
         _no_dialect(options, scheme)
         base = _base_url("http", parts, record.port)
         codec = _openai_codec(base, model, api_key, scheme, options)
-        return _dialect_backend(scheme, base, codec, transport, stream, given)
+        return _dialect_backend(scheme, base, codec, asked)
     if scheme in BATCH_SCHEMES:
-        return _batch_backend(scheme, parts, model, api_key, options, transport, stream, given)
+        return _batch_backend(scheme, asked)
     if scheme == "openai":
         _no_dialect(options, "openai")
         if parts.hostname:
@@ -180,7 +195,7 @@ def _configure(  # noqa: PLR0917 - private, one caller
             # a batch's requests to the machines that hold its prefix.
             options.setdefault("prompt_cache_key", True)
         codec = _openai_codec(base, model, api_key, "openai", options)
-        return _dialect_backend(scheme, base, codec, transport, stream, given)
+        return _dialect_backend(scheme, base, codec, asked)
     if scheme == "anthropic":
         _no_dialect(options, "anthropic")
         if parts.hostname:
@@ -189,13 +204,13 @@ def _configure(  # noqa: PLR0917 - private, one caller
             base = ANTHROPIC_BASE_URL
             api_key = _key(api_key, "ANTHROPIC_API_KEY", "anthropic://")
         codec = _anthropic_codec(base, model, api_key, options)
-        return Backend("anthropic", base, codec, transport or "httpx", False, stream, given)
+        return asked.backend("anthropic", base, codec, asked.transport or "httpx", False)
     if scheme in ("http", "https"):
         if not parts.hostname:
-            raise ConfigError(f"backend URL {url_or_backend!r} has no host")
+            raise ConfigError(f"backend URL {asked.url!r} has no host")
         dialect = options.pop("dialect", "openai")
         plain = scheme == "http"
-        kind: TransportKind = transport or ("lean" if plain else "httpx")
+        kind: TransportKind = asked.transport or ("lean" if plain else "httpx")
         if dialect == "anthropic":
             base = _base_url(scheme, parts, None, default_path="")
             codec = _anthropic_codec(base, model, api_key, options)
@@ -211,9 +226,9 @@ def _configure(  # noqa: PLR0917 - private, one caller
                 # forbids tool calls: send it only where no tools are offered.
                 options.setdefault("response_format", "without_tools")
             codec = _openai_codec(base, model, api_key, dialect, options)
-        return Backend(dialect, base, codec, kind, plain, stream, given)
+        return asked.backend(dialect, base, codec, kind, plain)
     raise ConfigError(
-        f"unknown backend scheme {parts.scheme!r} in {url_or_backend!r}; use "
+        f"unknown backend scheme {parts.scheme!r} in {asked.url!r}; use "
         f"{', '.join(f'{name}://' for name in _schemes())}, http:// or https://"
     )
 
@@ -234,21 +249,13 @@ def is_batch(target: object) -> bool:
     return isinstance(target, str) and _scheme(target) in BATCH_SCHEMES
 
 
-def _batch_backend(  # noqa: PLR0917 - private, one call site
-    scheme: str,
-    parts: SplitResult,
-    model: str,
-    api_key: str | None,
-    options: dict[str, Any],
-    transport: TransportKind | None,
-    stream: bool,
-    given: dict[str, Any],
-) -> Backend:
+def _batch_backend(scheme: str, asked: _Asked) -> Backend:
     """A Batch API backend: the synchronous dialect's codec (each batch line is the body the
     synchronous endpoint would get) at the provider's base URL."""
+    parts, model, api_key, options = asked.parts, asked.model, asked.api_key, asked.options
     vendor = scheme.removesuffix("-batch")
     _no_dialect(options, vendor)
-    if stream:
+    if asked.stream:
         raise ConfigError(f"{scheme}:// answers whole replies; stream=True does not apply")
     loopback = parts.hostname in _LOOPBACK
     if vendor == "openai":
@@ -266,22 +273,15 @@ def _batch_backend(  # noqa: PLR0917 - private, one call site
             base = ANTHROPIC_BASE_URL
             api_key = _key(api_key, "ANTHROPIC_API_KEY", f"{scheme}://")
         codec = _anthropic_codec(base, model, api_key, options)
-    kind: TransportKind = transport or ("lean" if loopback else "httpx")
-    return Backend(scheme, base, codec, kind, False, False, given)
+    kind: TransportKind = asked.transport or ("lean" if loopback else "httpx")
+    return asked.backend(scheme, base, codec, kind, False)
 
 
-def _dialect_backend(  # noqa: PLR0917 - private
-    name: str,
-    base: str,
-    codec: Codec,
-    transport: TransportKind | None,
-    stream: bool,
-    given: dict[str, Any],
-) -> Backend:
+def _dialect_backend(name: str, base: str, codec: Codec, asked: _Asked) -> Backend:
     """The backend of a dialect's own URL scheme, with its record's transport and hosting."""
     record = DIALECTS[name]
-    kind = transport or record.transport
-    return Backend(name, base, codec, kind, record.self_hosted, stream, given)
+    kind = asked.transport or record.transport
+    return asked.backend(name, base, codec, kind, record.self_hosted)
 
 
 def _scheme(url: str) -> str:
@@ -311,20 +311,13 @@ def bind_sim(configured: Backend, url: str) -> Backend:
 _BEDROCK_OPTIONS = frozenset({"endpoint_url", "profile", "cache_prompt", "max_tokens"})
 
 
-def _bedrock_backend(  # noqa: PLR0917 - private, one call site
-    parts: SplitResult,
-    model: str,
-    api_key: str | None,
-    options: dict[str, Any],
-    transport: TransportKind | None,
-    stream: bool,
-    given: dict[str, Any],
-) -> Backend:
+def _bedrock_backend(asked: _Asked) -> Backend:
     """``bedrock://REGION``: the Converse API, signed with the AWS credentials chain."""
+    parts, options = asked.parts, asked.options
     region = parts.hostname or ""
     if not region or parts.port is not None or parts.path not in ("", "/"):
         raise ConfigError("bedrock:// URLs name a region only, e.g. bedrock://us-east-1")
-    if api_key is not None:
+    if asked.api_key is not None:
         raise ConfigError("bedrock:// signs with AWS credentials; it takes no api_key")
     unknown = set(options) - _BEDROCK_OPTIONS
     if unknown:
@@ -337,13 +330,13 @@ def _bedrock_backend(  # noqa: PLR0917 - private, one call site
     signer = BedrockSigner(region, profile=options.get("profile"))
     codec = BedrockCodec(
         region,
-        model,
+        asked.model,
         signer,
         endpoint_url=options.get("endpoint_url"),
         cache_prompt=bool(options.get("cache_prompt", False)),
         max_tokens=options.get("max_tokens"),
     )
-    return Backend("bedrock", codec.endpoint_url, codec, transport or "httpx", False, stream, given)
+    return asked.backend("bedrock", codec.endpoint_url, codec, asked.transport or "httpx", False)
 
 
 def _check_url(url: str, parts: SplitResult) -> None:

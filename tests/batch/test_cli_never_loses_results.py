@@ -100,11 +100,13 @@ def test_force_with_an_unreachable_backend_keeps_the_previous_results(tmp_path: 
     inputs = _write_inputs(tmp_path, 1)
     out = tmp_path / "out.jsonl"
     out.write_bytes(PREVIOUS)
-    # Port 9 (discard) on loopback refuses connections: the warm-up fails for good, so the
-    # batch stops before any agent runs, and the previous results are left as they were.
+    # Port 9 (discard) on loopback refuses connections: the warm-up fails for good (after its
+    # one retry), so the batch stops before any agent runs, and the previous results are left
+    # as they were.
     proc = _run(
-        "run", task, inputs, "-o", out, "--force", "--backend", "http://127.0.0.1:9", "--model", "m"
-    )
+        "run", task, inputs, "-o", out, "--force", "--backend", "http://127.0.0.1:9",
+        "--model", "m", "--max-attempts", "2",
+    )  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     assert "cannot serve this batch" in proc.stderr
     assert out.read_bytes() == PREVIOUS

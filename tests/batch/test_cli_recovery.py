@@ -143,3 +143,23 @@ def test_retry_failed_reruns_cancelled_inputs_and_inputs_not_in_the_output(tmp_p
     records = _records(out)
     assert sorted(r["index"] for r in records) == [0, 1, 2]  # type: ignore[type-var]
     assert all(r["status"] == "ok" for r in records)
+
+
+@pytest.mark.parametrize("command", ["run", "worker"])
+def test_max_attempts_sets_the_retry_policy_of_the_driver(command: str) -> None:
+    from agentcore import RetryPolicy
+    from agentcore._cli.main import _driver_options, _parser
+
+    head = ["run", "t.toml", "in.jsonl", "-o", "out.jsonl"] if command == "run" else [
+        "worker", "t.toml", "--queue", "redis://127.0.0.1:6379/b"
+    ]  # fmt: skip
+    parsed = _parser().parse_args([*head, "--max-attempts", "3"])
+    assert _driver_options(parsed)["retry"] == RetryPolicy(max_attempts=3)
+    assert "retry" not in _driver_options(_parser().parse_args(head))  # the default policy
+
+
+def test_max_attempts_below_one_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["run", "t.toml", "in.jsonl", "-o", "out.jsonl", "--max-attempts", "0"])
+    assert exited.value.code == 2
+    assert "--max-attempts: must be at least 1" in capsys.readouterr().err

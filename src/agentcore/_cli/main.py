@@ -25,6 +25,7 @@ from .._codecs.dialects import DIALECTS
 from .._codecs.values import json_value
 from .._core.errors import ConfigError
 from .._core.results import NO_TOOL_FAILURES, Result
+from .._core.retry import RetryPolicy
 from .._driver.open import open_driver
 from .._driver.options import OPTION_NAMES
 from .._driver.stats import TURN_BUCKETS, DriverStatistics
@@ -404,6 +405,8 @@ def _driver_options(args: argparse.Namespace) -> dict[str, Any]:
         options["service_tier"] = args.service_tier
     if getattr(args, "prices", None) is not None:
         options["prices"] = _read_prices(Path(args.prices))
+    if getattr(args, "max_attempts", None) is not None:
+        options["retry"] = RetryPolicy(max_attempts=args.max_attempts)
     if getattr(args, "api_key_env", None):
         key = os.environ.get(args.api_key_env)
         if not key:
@@ -646,6 +649,12 @@ def _positive_float(text: str) -> float:
     return value
 
 
+_ATTEMPTS_HELP = (
+    "attempts per model request, the first included (default 6: transient errors are retried "
+    "with back-off; 1: never retry)"
+)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agentcore",
@@ -676,6 +685,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--force", action="store_true", help="overwrite an existing output")
     run.add_argument("--transcripts", action="store_true", help="include transcripts")
     run.add_argument("--api-key-env", help="environment variable holding the API key")
+    run.add_argument("--max-attempts", type=_positive_int, default=None, help=_ATTEMPTS_HELP)
     run.add_argument(
         "--stream",
         action=argparse.BooleanOptionalAction,
@@ -763,6 +773,7 @@ def _parser() -> argparse.ArgumentParser:
         "--exit-when-done", action="store_true", help="exit once the batch is finished"
     )
     worker.add_argument("--api-key-env", help="environment variable holding the API key")
+    worker.add_argument("--max-attempts", type=_positive_int, default=None, help=_ATTEMPTS_HELP)
     worker.add_argument(
         "--stream",
         action=argparse.BooleanOptionalAction,

@@ -12,7 +12,7 @@ import os
 import random
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -27,7 +27,6 @@ from .._core.slots import SlotPolicy
 from .._core.validators import check_choice
 from .._observe.steps import Listener
 from .._observe.trace import TraceWriter
-from .._sim import SimConfig, open_sim_server
 from .._tools.executor import open_tool_executor
 from .._tools.mcp import open_mcp_tools
 from .._tools.spec import Tool
@@ -43,6 +42,9 @@ from .rate_limiter import RateLimiter
 from .requests import ModelRequests
 from .slot_limiter import SlotLimiter
 from .tiers import ledger_for, split_prices, split_tier, tiered_client
+
+if TYPE_CHECKING:
+    from .._sim import SimConfig
 
 __all__ = ["open_client", "open_driver"]
 
@@ -90,6 +92,8 @@ async def _open_client(
     if isinstance(target, Backend) and is_sim(target):
         # A sim:// backend configured beforehand: start the simulator with its SimConfig,
         # then aim the backend (model, key, dialect options kept) at the started server.
+        from .._sim import open_sim_server  # noqa: PLC0415 - the simulator, loaded when used
+
         server = await stack.enter_async_context(
             open_sim_server(port=0, config=_sim_config(target))
         )
@@ -98,6 +102,8 @@ async def _open_client(
         # The embedded simulator: check the options, start it on a free loopback port, then
         # bind the backend once, as an OpenAI-compatible server in the ``sim`` dialect.
         assert isinstance(target, str)
+        from .._sim import SimConfig, open_sim_server  # noqa: PLC0415
+
         rest = dict(options)
         config = rest.pop("config", None)
         if "dialect" in rest:
@@ -137,6 +143,8 @@ async def _open_client(
 
 def _sim_config(configured: Backend) -> SimConfig | None:
     """The :class:`SimConfig` a ``sim://`` backend was configured with (``config=``)."""
+    from .._sim import SimConfig  # noqa: PLC0415
+
     config = configured.options.get("config")
     if config is not None and not isinstance(config, SimConfig):
         raise ConfigError(f"config must be a SimConfig, got {config!r}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 from .._codecs.codec import TransportKind
 from .._codecs.reply_limit import DEFAULT_MAX_REPLY_BYTES
 from .._core.errors import ConfigError
-from .hosted import HttpxTransport
 from .lean import LeanTransport, Origin
 from .protocol import Transport
 
@@ -52,6 +51,8 @@ def make_transport(
             reuse_streams=reuse_streams,
         )
     if kind == "httpx":
+        from .hosted import HttpxTransport  # noqa: PLC0415 - httpx, loaded when a backend uses it
+
         return HttpxTransport(
             max_connections=max_connections, verify=verify, max_reply_bytes=max_reply_bytes
         )

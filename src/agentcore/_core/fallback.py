@@ -56,7 +56,7 @@ import attrs
 from .error_policy import kinds_where, policy_of
 from .errors import ConfigError
 from .events import ErrorKind, ModelError
-from .validators import int_at_least, number_at_least
+from .validators import check_items, int_at_least, number_at_least
 
 __all__ = [
     "DEFAULT_BREAKER_ON",
@@ -77,13 +77,7 @@ configuration to fix, not to hide)."""
 
 def _error_kinds(field: str, value: Iterable[ErrorKind]) -> frozenset[ErrorKind]:
     """``value`` as a set of error kinds for the option ``field`` (``Class.on``)."""
-    if isinstance(value, str | bytes | ErrorKind):
-        raise ConfigError(f"{field} must be a collection of ErrorKind, got {value!r}")
-    kinds = frozenset(value)
-    for kind in kinds:
-        if not isinstance(kind, ErrorKind):
-            raise ConfigError(f"{field} must hold ErrorKind values, got {kind!r}")
-    return kinds
+    return frozenset(check_items(field, value, ErrorKind, "ErrorKind values"))
 
 
 def _kinds(value: Iterable[ErrorKind]) -> frozenset[ErrorKind]:

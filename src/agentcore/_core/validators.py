@@ -7,8 +7,8 @@ validates through these, so a bad value reads the same wherever it is caught.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 import attrs
 
@@ -17,6 +17,7 @@ from .errors import ConfigError
 __all__ = [
     "check_choice",
     "check_header_value",
+    "check_items",
     "int_at_least",
     "is_bool",
     "is_int",
@@ -29,6 +30,7 @@ __all__ = [
 ]
 
 Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+T = TypeVar("T")
 
 
 def _where(instance: Any, attribute: attrs.Attribute[Any]) -> str:
@@ -130,6 +132,18 @@ def check_choice(name: str, value: object, allowed: tuple[object, ...]) -> None:
     if value not in allowed:
         choices = ", ".join(repr(a) for a in allowed)
         raise ConfigError(f"{name} must be one of {choices}; got {value!r}")
+
+
+def check_items(name: str, value: object, kind: type[T], noun: str) -> tuple[T, ...]:
+    """``value`` as a tuple, where it is a collection (not a string, not one ``kind`` value on
+    its own) of ``kind`` values only; ``noun`` names them in the error."""
+    if isinstance(value, (str, bytes, kind)) or not isinstance(value, Iterable):
+        raise ConfigError(f"{name} must be a collection of {noun}, got {value!r}")
+    items = tuple(value)
+    for item in items:
+        if not isinstance(item, kind):
+            raise ConfigError(f"{name} must hold {noun}, got {item!r}")
+    return items
 
 
 def check_header_value(name: str, value: str, *, secret: bool = False) -> None:

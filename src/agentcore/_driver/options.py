@@ -26,7 +26,14 @@ from .._core.events import ErrorKind
 from .._core.fallback import CircuitBreaker, FallbackPolicy
 from .._core.retry import RetryPolicy
 from .._core.slots import SlotPolicy
-from .._core.validators import int_at_least, is_bool, is_int, one_of, optional_int_at_least
+from .._core.validators import (
+    check_items,
+    int_at_least,
+    is_bool,
+    is_int,
+    one_of,
+    optional_int_at_least,
+)
 from .._tools.executor import DEFAULT_CACHE_SIZE, DEFAULT_THREAD_LIMIT
 from .._tools.mcp import McpServer
 from .._transports.factory import TransportKind
@@ -63,13 +70,7 @@ def _fallback_on(value: Any) -> frozenset[ErrorKind] | None:
 
 
 def _mcp(value: Any) -> tuple[McpServer, ...]:
-    if isinstance(value, McpServer) or not isinstance(value, Iterable):
-        raise ConfigError(f"mcp must be a list of McpServer values, got {value!r}")
-    servers = tuple(value)
-    for server in servers:
-        if not isinstance(server, McpServer):
-            raise ConfigError(f"mcp must hold McpServer values, got {server!r}")
-    return servers
+    return check_items("mcp", value, McpServer, "McpServer values")
 
 
 def _frozen_mapping(value: Any) -> Mapping[str, Any]:

@@ -26,6 +26,7 @@ from .._core.errors import ConfigError
 from .._core.events import CallModel
 from .._core.loop import AgentLoop
 from .._core.messages import Image, Message, ModelParams, SystemMessage, UserMessage
+from .._core.validators import check_items
 from .._tools.spec import Tool
 
 if TYPE_CHECKING:
@@ -56,11 +57,7 @@ class RenderError(ConfigError):
 
 
 def _tools_tuple(tools: Any) -> tuple[Tool[..., Any], ...]:
-    result = tuple(tools)
-    for item in result:
-        if not isinstance(item, Tool):
-            raise ConfigError(f"Task.tools must hold @agentcore.tool objects, got {item!r}")
-    return result
+    return check_items("Task.tools", tools, Tool, "@agentcore.tool objects")
 
 
 def _fallback_tuple(value: Any) -> tuple[Any, ...]:

@@ -40,7 +40,7 @@ import orjson
 
 from .._core.errors import ConfigError
 from .._core.messages import ToolSpec
-from .._core.validators import optional_nonempty_str
+from .._core.validators import check_items, optional_nonempty_str
 from .spec import Tool, ToolOptions
 
 __all__ = ["McpServer", "McpToolError", "open_mcp_tools"]
@@ -267,8 +267,7 @@ async def open_mcp_tools(
         ConfigError: the ``mcp`` package is missing, a server could not be started or
             listed, or two tools end up with the same name.
     """
-    if isinstance(servers, McpServer) or not all(isinstance(s, McpServer) for s in servers):
-        raise ConfigError(f"servers must be a list of McpServer values, got {servers!r}")
+    check_items("servers", servers, McpServer, "McpServer values")
     sdk = _import_sdk()
     # The SDK's task groups are trio nurseries: anything raised inside them leaves wrapped in
     # an exception group. Failures to start and the caller's own exceptions are taken out and

@@ -94,3 +94,21 @@ def test_good_values_are_accepted() -> None:
     assert SlotQueue(1, "priority").limit == 1
     assert RateBudget(1, None).limits == (1, None)
     assert AdaptiveLimit(4, 4, 0.9).limit == 4
+
+
+@agentcore.tool
+def _lookup(key: str) -> str:
+    """Look a key up."""
+    return key
+
+
+@pytest.mark.parametrize("bad", [_lookup, "lookup", 3, [_lookup, "lookup"]])
+def test_task_tools(bad: Any) -> None:
+    assert "Task.tools" in caught(lambda: agentcore.Task(prompt="{input}", tools=bad))
+
+
+@pytest.mark.parametrize("bad", ["server", 3, ["server"]])
+def test_driver_options_mcp(bad: Any) -> None:
+    server = agentcore.McpServer.stdio("mcp-fs", ["/data"])
+    assert "mcp" in caught(lambda: agentcore.DriverOptions(mcp=bad))
+    assert "mcp" in caught(lambda: agentcore.DriverOptions(mcp=server))

@@ -39,7 +39,6 @@ from .._core.messages import (
     ServerTiming,
     SystemMessage,
     ToolCall,
-    ToolMessage,
     ToolSpec,
     Usage,
     UserMessage,
@@ -99,7 +98,7 @@ def _messages(messages: str | Iterable[Message]) -> list[Message]:
         return [UserMessage(messages)]
     result = list(messages)
     for m in result:
-        if not isinstance(m, SystemMessage | UserMessage | AssistantMessage | ToolMessage):
+        if not isinstance(m, Message):  # the union of every message class
             raise ConfigError(f"not a message: {m!r}")
     if not result:
         raise ConfigError("generate needs at least one message")

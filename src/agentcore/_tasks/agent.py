@@ -90,24 +90,14 @@ class Agent(Generic[T]):
     _task: Task[T] = attrs.field(init=False, eq=False, hash=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
-        # The task validates every field once, with its own checks.
-        task = Task(
-            prompt="{input}",
-            system=self.instructions,
-            tools=self.tools,
-            output=self.output,
-            max_turns=self.max_turns,
-            max_tool_errors=self.max_tool_errors,
-            max_output_retries=self.max_output_retries,
-            max_tool_failures=self.max_tool_failures,
-            params=self.params,
-            expected_output_tokens=self.expected_output_tokens,
-            final_instruction=self.final_instruction,
-            on_truncated=self.on_truncated,
-            limits=self.limits,
-            name=self.name,
-            planning_interval=self.planning_interval,
-        )
+        # Every field but ``instructions`` is the task's field of its name; the task validates
+        # every field once, with its own checks.
+        same = {
+            f.name: getattr(self, f.name)
+            for f in attrs.fields(type(self))
+            if f.init and f.name != "instructions"
+        }
+        task: Task[T] = Task(prompt="{input}", system=self.instructions, **same)
         object.__setattr__(self, "_task", task)
 
     @property

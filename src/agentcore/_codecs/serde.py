@@ -73,21 +73,8 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 from cattrs.preconf.orjson import OrjsonConverter, make_converter
 from cattrs.v import format_exception, transform_error
 
+from .._core import events, messages
 from .._core.errors import ConfigError, DecodeError
-from .._core.events import (
-    Abort,
-    CallModel,
-    CallTool,
-    CancelRequested,
-    Effect,
-    Event,
-    Finish,
-    ModelFailed,
-    ModelResponded,
-    ToolFailed,
-    ToolReturned,
-)
-from .._core.messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
 from .._core.schema import json_kind
 from .http import SECRET_HEADERS, HttpRequest
 from .redact import REDACTED
@@ -102,23 +89,27 @@ _TAG_FIELD = "type"
 # The wire names of the union members. They are part of the format: never rename one. A new
 # member of ``Message``, ``Event`` or ``Effect`` needs an entry here (a test checks this).
 _TAGS: dict[type, str] = {
-    SystemMessage: "system",
-    UserMessage: "user",
-    AssistantMessage: "assistant",
-    ToolMessage: "tool",
-    ModelResponded: "model_responded",
-    ModelFailed: "model_failed",
-    ToolReturned: "tool_returned",
-    ToolFailed: "tool_failed",
-    CancelRequested: "cancel_requested",
-    CallModel: "call_model",
-    CallTool: "call_tool",
-    Finish: "finish",
-    Abort: "abort",
+    messages.SystemMessage: "system",
+    messages.UserMessage: "user",
+    messages.AssistantMessage: "assistant",
+    messages.ToolMessage: "tool",
+    events.ModelResponded: "model_responded",
+    events.ModelFailed: "model_failed",
+    events.ToolReturned: "tool_returned",
+    events.ToolFailed: "tool_failed",
+    events.CancelRequested: "cancel_requested",
+    events.CallModel: "call_model",
+    events.CallTool: "call_tool",
+    events.Finish: "finish",
+    events.Abort: "abort",
 }
 
 # Names used in error messages for the public unions.
-_UNION_NAMES: dict[Any, str] = {Message: "Message", Event: "Event", Effect: "Effect"}
+_UNION_NAMES: dict[Any, str] = {
+    messages.Message: "Message",
+    events.Event: "Event",
+    events.Effect: "Effect",
+}
 
 # At most this many problems are listed in one DecodeError message.
 _MAX_PROBLEMS = 10
@@ -700,7 +691,7 @@ def loads(data: bytes | str, tp: Any, *, output_type: Any = None) -> Any:
         value = hook(raw, tp)
     except Exception as exc:
         raise DecodeError(_decode_error_message(exc, tp)) from exc
-    if output_type is not None and isinstance(value, Finish):
+    if output_type is not None and isinstance(value, events.Finish):
         output_hook = _structure_hook(output_type)
         try:
             output = output_hook(value.output, output_type)

@@ -148,12 +148,22 @@ async def test_an_error_in_the_drivers_block_stops_the_server_and_is_raised_as_i
 async def test_cancelling_the_drivers_block_mid_call_stops_the_server() -> None:
     model = ScriptedModel(calls_then_answer(("slow", {"seconds": 60})))
     pids: list[int] = []
-    with trio.fail_after(30):
-        with trio.move_on_after(3) as scope:
+
+    async def cancel_mid_call(driver: Any, scope: trio.CancelScope) -> None:
+        # Wait until the three agents' slow calls have started (the direct "pid" call above
+        # does not count as an execution of the driver's executor).
+        while driver.statistics().tool_executions < 3:
+            await trio.sleep(0.01)
+        scope.cancel()
+
+    with trio.fail_after(60):
+        with trio.CancelScope() as scope:
             async with open_driver(model, mcp=[stdio_server()]) as driver:
                 pids.append(int(await driver.executor.tools["pid"].function({})))
                 task = Task(prompt="go {input}", tools=list(driver.executor.tools.values()))
-                await run_batch(task, [1, 2, 3], driver=driver)
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(cancel_mid_call, driver, scope)
+                    await run_batch(task, [1, 2, 3], driver=driver)
         assert scope.cancelled_caught
     assert not alive(pids[0])
 

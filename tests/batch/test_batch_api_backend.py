@@ -52,11 +52,14 @@ TOOL_TURNS = 3
 
 
 @pytest.fixture
-def sim_url() -> Iterator[str]:
-    """A simulator in its own process (it outlives the killed run), batches ending 1.5 s after
-    their creation, three tool turns per agent."""
+def sim_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A simulator in its own process (it outlives the killed run), three tool turns per agent,
+    batches ending 1.5 s after their creation (long enough to kill a run while one is in flight
+    and to see its progress line) or as a test's ``batch_delay`` mark says."""
+    mark = request.node.get_closest_marker("batch_delay")
+    delay = str(mark.args[0]) if mark else "1.5"
     proc = subprocess.Popen(
-        [*_cli("sim", "--port", "0", "--tool-rounds", str(TOOL_TURNS), "--batch-delay", "1.5")],
+        [*_cli("sim", "--port", "0", "--tool-rounds", str(TOOL_TURNS), "--batch-delay", delay)],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -176,6 +179,7 @@ def _standard_outputs(task: Path, inputs: Path, host: str, kind: str) -> dict[ob
     return {r["index"]: r["output"] for r in records}
 
 
+@pytest.mark.batch_delay(0.1)  # nothing is killed here: no hop needs to stay in flight
 def test_a_run_without_resume_starts_a_new_journal(tmp_path: Path, sim_url: str) -> None:
     task, _, env = _folder(tmp_path)
     inputs = tmp_path / "few.jsonl"

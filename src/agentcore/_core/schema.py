@@ -133,42 +133,32 @@ def _resolved_fields(cls: type) -> tuple[attrs.Attribute[Any], ...]:
     return tuple(a for a in attrs.fields(cls) if a.init)
 
 
-def json_kind(value: Any) -> str:
-    """The JSON type name of a parsed JSON value."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
-
-
-# ----------------------------------------------------------------------------- json_schema
-
-_PRIMITIVE_SCHEMAS: dict[Any, dict[str, Any]] = {
-    str: {"type": "string"},
-    int: {"type": "integer"},
-    float: {"type": "number"},
-    bool: {"type": "boolean"},
-    _NoneType: {"type": "null"},
-    None: {"type": "null"},
-}
-
 _SCALAR_JSON_TYPES: dict[type, str] = {
     str: "string",
     bool: "boolean",
     int: "integer",
     float: "number",
     _NoneType: "null",
+}
+"""The JSON type name of each Python scalar type (``bool`` before ``int``, its base)."""
+
+_JSON_TYPES: dict[type, str] = {**_SCALAR_JSON_TYPES, list: "array", dict: "object"}
+"""The JSON type name of each Python type a parsed JSON value has."""
+
+
+def json_kind(value: Any) -> str:
+    """The JSON type name of a parsed JSON value (else the name of its Python type)."""
+    for tp, name in _JSON_TYPES.items():
+        if isinstance(value, tp):
+            return name
+    return type(value).__name__
+
+
+# ----------------------------------------------------------------------------- json_schema
+
+_PRIMITIVE_SCHEMAS: dict[Any, dict[str, Any]] = {
+    **{tp: {"type": name} for tp, name in _SCALAR_JSON_TYPES.items()},
+    None: {"type": "null"},
 }
 
 

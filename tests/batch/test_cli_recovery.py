@@ -78,11 +78,11 @@ def test_resume_alone_still_counts_failed_lines_as_done(tmp_path: Path) -> None:
 
 
 def test_timeout_flag_ends_slow_agents_as_failed(tmp_path: Path) -> None:
-    task = _write_task(tmp_path, 2.0)  # every tool call sleeps 2 s
+    task = _write_task(tmp_path, 1.0)  # every tool call sleeps 1 s
     inputs = tmp_path / "inputs.jsonl"
     inputs.write_bytes(b'{"term": "a"}\n{"term": "b"}\n')
     out = tmp_path / "out.jsonl"
-    proc = _run("run", task, inputs, "-o", out, "-q", "--timeout", "0.5")
+    proc = _run("run", task, inputs, "-o", out, "-q", "--timeout", "0.3")
     assert proc.returncode == 1, proc.stderr
     records = _records(out)
     assert [r["status"] for r in records] == ["failed", "failed"]

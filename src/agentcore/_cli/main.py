@@ -14,9 +14,9 @@ import argparse
 import math
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar, get_args
 
 import orjson
 import trio
@@ -26,6 +26,8 @@ from .._codecs.values import json_value
 from .._core.errors import ConfigError
 from .._core.results import NO_TOOL_FAILURES, Result
 from .._core.retry import RetryPolicy
+from .._core.service_tier import ServiceTier
+from .._core.slots import SlotPolicy
 from .._driver.open import open_driver
 from .._driver.options import OPTION_NAMES
 from .._driver.stats import TURN_BUCKETS, DriverStatistics
@@ -629,21 +631,26 @@ def _cmd_sim(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _positive_int(text: str) -> int:
+T = TypeVar("T")
+
+
+def _number(kind: Callable[[str], T], text: str, what: str) -> T:
+    """``text`` read as ``kind`` (an argument's type), or the error naming ``what`` it is not."""
     try:
-        value = int(text)
+        return kind(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+
+
+def _positive_int(text: str) -> int:
+    value = _number(int, text, "a whole number")
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
 
 
 def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    value = _number(float, text, "a number")
     if not (value > 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
     return value
@@ -655,6 +662,32 @@ _ATTEMPTS_HELP = (
 )
 
 
+def _command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str
+) -> argparse.ArgumentParser:
+    """A command whose help ends with the exit codes."""
+    return sub.add_parser(
+        name, help=help_text, epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+
+
+def _backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that choose the backend and how requests reach it, alike for ``run`` and
+    ``worker``."""
+    group = parser.add_argument_group("backend")
+    group.add_argument("--backend", default="sim://", help="backend URL (default: sim://)")
+    group.add_argument("--model", help=_MODEL_HELP)
+    group.add_argument("--max-inflight", type=int, default=32, help="inference slots")
+    group.add_argument("--api-key-env", help="environment variable holding the API key")
+    group.add_argument("--max-attempts", type=_positive_int, default=None, help=_ATTEMPTS_HELP)
+    group.add_argument(
+        "--stream",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="stream replies (default: the backend's default)",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agentcore",
@@ -664,18 +697,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser(
-        "run",
-        help="run a task over a JSONL file of inputs",
-        epilog=_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    run = _command(sub, "run", "run a task over a JSONL file of inputs")
     run.add_argument("task", help="the task file (TOML)")
     run.add_argument("inputs", help="inputs, one JSON value per line")
     run.add_argument("-o", "--output", required=True, help="results file (JSONL, appended)")
-    run.add_argument("--backend", default="sim://", help="backend URL (default: sim://)")
-    run.add_argument("--model", help=_MODEL_HELP)
-    run.add_argument("--max-inflight", type=int, default=32, help="inference slots")
+    _backend_arguments(run)
     run.add_argument("--resume", action="store_true", help="skip inputs already in the output")
     run.add_argument(
         "--retry-failed",
@@ -684,17 +710,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--force", action="store_true", help="overwrite an existing output")
     run.add_argument("--transcripts", action="store_true", help="include transcripts")
-    run.add_argument("--api-key-env", help="environment variable holding the API key")
-    run.add_argument("--max-attempts", type=_positive_int, default=None, help=_ATTEMPTS_HELP)
-    run.add_argument(
-        "--stream",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="stream replies (default: the backend's default)",
-    )
     run.add_argument(
         "--slot-policy",
-        choices=("fifo", "priority", "attained"),
+        choices=get_args(SlotPolicy),
         default=None,
         help="order of waiting model requests (default: priority, near-done agents first; "
         "attained: the least served agents first)",
@@ -718,7 +736,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--service-tier",
-        choices=("standard", "flex", "flex-then-standard"),
+        choices=get_args(ServiceTier),
         default=None,
         help="hosted APIs' service tier: flex at batch prices, or flex falling back to "
         "standard on a capacity refusal (docs/batch.md)",
@@ -728,19 +746,16 @@ def _parser() -> argparse.ArgumentParser:
         help="JSON price table overriding the defaults: {model: {tier: {input, output, "
         "cached_input}}}, USD per million tokens",
     )
-    run.add_argument(
+    batch_api = run.add_argument_group("Batch API backends (openai-batch://, anthropic-batch://)")
+    batch_api.add_argument(
         "--batch-poll",
         type=_positive_float,
-        default=None,
-        help="openai-batch:// and anthropic-batch://: seconds before a hop's first poll "
-        "(default 5; later polls back off up to a minute)",
+        help="seconds before a hop's first poll (default 5; later polls back off up to a minute)",
     )
-    run.add_argument(
+    batch_api.add_argument(
         "--batch-gather",
         type=_positive_float,
-        default=None,
-        help="openai-batch:// and anthropic-batch://: seconds without a new model call "
-        "before a hop is submitted (default 1)",
+        help="seconds without a new model call before a hop is submitted (default 1)",
     )
     run.add_argument("-q", "--quiet", action="store_true", help="no progress or summary")
     run.add_argument(
@@ -755,30 +770,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.set_defaults(handler=_cmd_run)
 
-    worker = sub.add_parser(
-        "worker",
-        help="run the steps of a distributed batch (see docs/distributed.md)",
-        epilog=_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    worker = _command(sub, "worker", "run the steps of a distributed batch (docs/distributed.md)")
     worker.add_argument("task", help="the batch's task file (TOML)")
     worker.add_argument("--queue", required=True, help="redis://HOST:PORT/BATCH")
-    worker.add_argument("--backend", default="sim://", help="backend URL (default: sim://)")
-    worker.add_argument("--model", help=_MODEL_HELP)
-    worker.add_argument("--max-inflight", type=int, default=32, help="inference slots")
+    _backend_arguments(worker)
     worker.add_argument("--concurrency", type=int, help="steps at once (2 x max-inflight)")
     worker.add_argument("--lease", type=float, default=30.0, help="lease in seconds (30)")
     worker.add_argument("--max-deliveries", type=int, default=5, help="before dead-letter (5)")
     worker.add_argument(
         "--exit-when-done", action="store_true", help="exit once the batch is finished"
-    )
-    worker.add_argument("--api-key-env", help="environment variable holding the API key")
-    worker.add_argument("--max-attempts", type=_positive_int, default=None, help=_ATTEMPTS_HELP)
-    worker.add_argument(
-        "--stream",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="stream replies (default: the backend's default)",
     )
     worker.add_argument("-q", "--quiet", action="store_true", help="no statistics at exit")
     worker.set_defaults(handler=_cmd_worker)

@@ -37,7 +37,9 @@ from .._core.events import (
     CallModel,
     CallTool,
     CancelRequested,
+    Effect,
     ErrorKind,
+    Event,
     Finish,
     ModelError,
     ModelFailed,
@@ -50,6 +52,7 @@ from .._core.messages import (
     AgentHints,
     AssistantMessage,
     Image,
+    Message,
     ModelParams,
     OutputSpec,
     ServerTiming,
@@ -257,7 +260,7 @@ def tool_messages() -> SearchStrategy[ToolMessage]:
     )
 
 
-def messages() -> SearchStrategy[SystemMessage | UserMessage | AssistantMessage | ToolMessage]:
+def messages() -> SearchStrategy[Message]:
     """Any :data:`~agentcore.core.Message`: system, user, assistant or tool."""
     return st.one_of(system_messages(), user_messages(), assistant_messages(), tool_messages())
 
@@ -395,7 +398,7 @@ def events(
     *,
     request_ids: SearchStrategy[str] | None = None,
     call_ids: SearchStrategy[str] | None = None,
-) -> SearchStrategy[ModelResponded | ModelFailed | ToolReturned | ToolFailed | CancelRequested]:
+) -> SearchStrategy[Event]:
     """Any :data:`~agentcore.core.Event`.
 
     Args:
@@ -421,7 +424,7 @@ def events(
     )
 
 
-def effects() -> SearchStrategy[CallModel | CallTool | Finish | Abort]:
+def effects() -> SearchStrategy[Effect]:
     """Any :data:`~agentcore.core.Effect`. ``Finish.output`` is a JSON value (see
     :func:`json_values`), the form it has after a round trip through ``agentcore.core.loads``."""
     transcripts = st.lists(messages(), max_size=4).map(tuple)

@@ -29,25 +29,8 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
+from .._core import events as ev
 from .._core.error_policy import policy_of
-from .._core.events import (
-    Abort,
-    AbortKind,
-    AbortReason,
-    CallModel,
-    CallTool,
-    CancelRequested,
-    Effect,
-    ErrorKind,
-    Event,
-    Finish,
-    ModelError,
-    ModelFailed,
-    ModelResponded,
-    ToolError,
-    ToolFailed,
-    ToolReturned,
-)
 from .._core.messages import (
     AgentHints,
     AssistantMessage,
@@ -357,7 +340,7 @@ def output_specs() -> SearchStrategy[OutputSpec]:
 
 
 @st.composite
-def model_errors(draw: st.DrawFn, *, kinds: Sequence[ErrorKind] | None = None) -> ModelError:
+def model_errors(draw: st.DrawFn, *, kinds: Sequence[ev.ErrorKind] | None = None) -> ev.ModelError:
     """Classified model failures. ``retryable`` follows the kind's row in the error table, as
     the classifier sets it (rate limits, overload, server errors, timeouts, conflicts,
     connection failures and garbled replies are retryable), and only retryable errors carry
@@ -366,9 +349,9 @@ def model_errors(draw: st.DrawFn, *, kinds: Sequence[ErrorKind] | None = None) -
     Args:
         kinds: the error kinds to draw from (default: all).
     """
-    kind = draw(st.sampled_from(list(kinds) if kinds is not None else list(ErrorKind)))
+    kind = draw(st.sampled_from(list(kinds) if kinds is not None else list(ev.ErrorKind)))
     retryable = policy_of(kind).retryable
-    return ModelError(
+    return ev.ModelError(
         kind=kind,
         message=draw(_texts()),
         status=draw(_optional(st.integers(400, 599))),
@@ -378,17 +361,17 @@ def model_errors(draw: st.DrawFn, *, kinds: Sequence[ErrorKind] | None = None) -
     )
 
 
-def tool_errors() -> SearchStrategy[ToolError]:
+def tool_errors() -> SearchStrategy[ev.ToolError]:
     """Tool failures: an exception type name (or category) and a message."""
-    return st.builds(ToolError, type=identifiers(), message=_texts())
+    return st.builds(ev.ToolError, type=identifiers(), message=_texts())
 
 
 @st.composite
-def abort_reasons(draw: st.DrawFn) -> AbortReason:
+def abort_reasons(draw: st.DrawFn) -> ev.AbortReason:
     """Reasons for ``Abort``; ``MODEL_FAILED`` reasons carry the model error."""
-    kind = draw(st.sampled_from(list(AbortKind)))
-    error = draw(model_errors()) if kind is AbortKind.MODEL_FAILED else None
-    return AbortReason(kind=kind, message=draw(_texts()), error=error)
+    kind = draw(st.sampled_from(list(ev.AbortKind)))
+    error = draw(model_errors()) if kind is ev.AbortKind.MODEL_FAILED else None
+    return ev.AbortReason(kind=kind, message=draw(_texts()), error=error)
 
 
 # ----------------------------------------------------------------------------- events
@@ -398,7 +381,7 @@ def events(
     *,
     request_ids: SearchStrategy[str] | None = None,
     call_ids: SearchStrategy[str] | None = None,
-) -> SearchStrategy[Event]:
+) -> SearchStrategy[ev.Event]:
     """Any :data:`~agentcore.core.Event`.
 
     Args:
@@ -410,27 +393,27 @@ def events(
     calls = call_ids if call_ids is not None else identifiers()
     return st.one_of(
         st.builds(
-            ModelResponded,
+            ev.ModelResponded,
             request_id=requests,
             message=assistant_messages(),
             usage=usages(),
             finish_reason=st.sampled_from([None, "stop", "tool_calls", "length"]),
             timing=_optional(server_timings()),
         ),
-        st.builds(ModelFailed, request_id=requests, error=model_errors()),
-        st.builds(ToolReturned, call_id=calls, content=_texts(80)),
-        st.builds(ToolFailed, call_id=calls, error=tool_errors()),
-        st.builds(CancelRequested, reason=_texts()),
+        st.builds(ev.ModelFailed, request_id=requests, error=model_errors()),
+        st.builds(ev.ToolReturned, call_id=calls, content=_texts(80)),
+        st.builds(ev.ToolFailed, call_id=calls, error=tool_errors()),
+        st.builds(ev.CancelRequested, reason=_texts()),
     )
 
 
-def effects() -> SearchStrategy[Effect]:
+def effects() -> SearchStrategy[ev.Effect]:
     """Any :data:`~agentcore.core.Effect`. ``Finish.output`` is a JSON value (see
     :func:`json_values`), the form it has after a round trip through ``agentcore.core.loads``."""
     transcripts = st.lists(messages(), max_size=4).map(tuple)
     return st.one_of(
         st.builds(
-            CallModel,
+            ev.CallModel,
             request_id=identifiers(),
             messages=transcripts,
             tools=st.lists(tool_specs(), max_size=3).map(tuple),
@@ -439,14 +422,14 @@ def effects() -> SearchStrategy[Effect]:
             output=_optional(output_specs()),
         ),
         st.builds(
-            CallTool,
+            ev.CallTool,
             call_id=identifiers(),
             name=identifiers(),
             arguments=json_objects(),
             idempotency_key=identifiers(),
         ),
-        st.builds(Finish, output=json_values(), transcript=transcripts, usage=usages()),
-        st.builds(Abort, reason=abort_reasons(), transcript=transcripts, usage=usages()),
+        st.builds(ev.Finish, output=json_values(), transcript=transcripts, usage=usages()),
+        st.builds(ev.Abort, reason=abort_reasons(), transcript=transcripts, usage=usages()),
     )
 
 

@@ -115,6 +115,7 @@ async def test_watching_a_run_gives_each_step_in_order(autojump_clock: Any) -> N
     assert steps.result is not None
     assert steps.result.output == finished.output
     assert steps.result.index == 3
+    assert finished.status == steps.result.status == "ok"  # either end answers ``status``
 
 
 async def test_deltas_are_pushed_only_when_asked_for(autojump_clock: Any) -> None:

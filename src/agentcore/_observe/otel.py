@@ -153,8 +153,7 @@ class OtelObserver:
         span = self._runs.pop(event.run, None)
         if span is None:
             return
-        status = "ok" if isinstance(event, RunFinished) else event.status
-        span.set_attribute("agentcore.agent.status", status)
+        span.set_attribute("agentcore.agent.status", event.status)
         span.set_attribute("agentcore.agent.turns", event.turns)
         span.set_attribute("gen_ai.usage.input_tokens", event.usage.prompt_tokens)
         span.set_attribute("gen_ai.usage.output_tokens", event.usage.completion_tokens)

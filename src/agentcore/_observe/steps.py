@@ -245,6 +245,9 @@ class RunFinished:
     """The run ended with an output."""
 
     name: ClassVar[str] = "run_finished"
+    status: ClassVar[Literal["ok"]] = "ok"
+    """The run's status (a :class:`RunAborted` carries ``"failed"`` or ``"cancelled"``), so that
+    either end of a run answers ``event.status``."""
     run: int
     output: Any
     usage: Usage

@@ -216,7 +216,7 @@ class TraceWriter:
             self._close_attempt(key, None, now)  # still holding its slot: cancelled
         index = self._index.pop(run, run)
         self._running -= 1
-        status = "ok" if isinstance(event, RunFinished) else event.status
+        status = event.status
         self._done[status] += 1
         args: dict[str, Any] = {"agent": index, "run": run, "status": status}
         args["turns"] = event.turns

@@ -183,3 +183,33 @@ def test_the_estimator_learns_the_tokens_per_character_ratio(ratio: float, compl
     assert estimator.tokens_per_char == pytest.approx(ratio, rel=0.01)
     assert estimator.estimate(1_000, None) == pytest.approx(1_000 * ratio + completion, rel=0.02)
     assert estimator.estimate(1_000, 1) <= math.ceil(1_000 * estimator.tokens_per_char) + 1
+
+
+_limit = st.none() | st.integers(-5, 100_000)
+_budget_steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("observe"), _limit, _limit),
+        st.tuples(st.just("penalize"), st.floats(-10.0, 100.0) | st.just(math.inf), st.none()),
+        st.tuples(st.just("take"), st.integers(0, 5_000), st.none()),
+    ),
+    max_size=8,
+)
+
+
+@given(st.none() | st.integers(1, 1_000), st.none() | st.integers(1, 100_000), _budget_steps)
+def test_limited_says_whether_a_limit_or_a_hold_is_known_after_any_updates(
+    rpm: int | None, tpm: int | None, steps: list[tuple[str, object, object]]
+) -> None:
+    budget = RateBudget(requests_per_minute=rpm, tokens_per_minute=tpm)
+    now = 0.0
+    for kind, first, second in steps:
+        now += 1.0
+        if kind == "observe":
+            observation = RateObservation(limit_requests=first, limit_tokens=second)  # type: ignore[arg-type]
+            budget.observe(now, observation)
+        elif kind == "penalize":
+            budget.penalize(now, first)  # type: ignore[arg-type]
+        else:
+            budget.take(now, first)  # type: ignore[arg-type]
+        known = budget.limits != (None, None) or budget.blocked_until > -math.inf
+        assert budget.limited == known

@@ -137,6 +137,11 @@ class RateBudget:
     _tokens: _Bucket = attrs.field(init=False)
     blocked_until: float = attrs.field(default=-math.inf, init=False)
     """Nothing may be sent before this time (set by :meth:`penalize`)."""
+    limited: bool = attrs.field(default=False, init=False, eq=False)
+    """Whether any limit is known (otherwise reservations never wait): a limit configured,
+    learned from a reply's headers, or a hold set by :meth:`penalize`. Once true it stays
+    true (a limit is never forgotten); kept up to date by the methods that learn one, so
+    that the request path reads a flag rather than working it out for each request."""
 
     def __attrs_post_init__(self) -> None:
         for name in ("requests_per_minute", "tokens_per_minute"):
@@ -147,15 +152,7 @@ class RateBudget:
                 raise ConfigError(f"{name} must be a positive integer or None, got {value!r}")
         self._requests = _Bucket(self.requests_per_minute)
         self._tokens = _Bucket(self.tokens_per_minute)
-
-    @property
-    def limited(self) -> bool:
-        """Whether any limit is known (otherwise reservations never wait)."""
-        return (
-            self._requests.limit is not None
-            or self._tokens.limit is not None
-            or self.blocked_until > -math.inf
-        )
+        self.limited = self.requests_per_minute is not None or self.tokens_per_minute is not None
 
     @property
     def limits(self) -> tuple[int | None, int | None]:
@@ -204,6 +201,7 @@ class RateBudget:
         """The server refused a request for its rate limit: send nothing for ``retry_after``."""
         if retry_after > 0 and math.isfinite(retry_after):
             self.blocked_until = max(self.blocked_until, now + retry_after)
+            self.limited = True
 
     def held(self, now: float) -> bool:
         """Whether a hold set by :meth:`penalize` is in force at ``now``: nothing may be sent,
@@ -214,6 +212,8 @@ class RateBudget:
         """Learn the limits and what remains from a reply's headers."""
         self._requests.learn(now, observation.limit_requests, observation.remaining_requests)
         self._tokens.learn(now, observation.limit_tokens, observation.remaining_tokens)
+        if not self.limited:
+            self.limited = self._requests.limit is not None or self._tokens.limit is not None
 
 
 @attrs.define

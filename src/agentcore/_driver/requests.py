@@ -196,48 +196,204 @@ class ModelRequests:
             steps = run_sink()  # the log sink, while a DEBUG line would be seen
         if self._attained:
             call = least_served_first(call, attained_service(run))
-        run_id = None if run is None else run.id
         first = trio.current_time()
         attempts = 0
         slot_wait = 0.0
         previous: ModelError | None = None
         failed: ErrorKind | None = None
-        breaker = self.breaker
+        # One frame from the run down to the exchange: every coroutine frame between a task
+        # and its checkpoints is resumed at each task switch, so the attempt is not a call.
         while True:
-            took = await self._take(call, run, steps, granted, failed, probe)
+            if granted is None:
+                granted = await self._queue(call, run, steps)
+            slot, reservation = granted
             granted = None
-            if took is None:  # the backend's breaker opened while this request waited
-                if failed is None:
-                    raise PassedOver  # never sent here: fallback starts it on the next one
-                now = trio.current_time()
-                break  # falls over with its last failure
-            slot, reservation, given_back = took
+            admitted = self._admit(slot, reservation, failed, probe)
+            if not admitted:
+                if admitted is None:  # the backend's breaker opened while this request waited
+                    if failed is None:
+                        raise PassedOver  # never sent here: fallback starts it on the next one
+                    now = trio.current_time()
+                    break  # falls over with its last failure
+                slot_wait += slot.wait  # given back, to wait for rate budget holding none
+                continue
             attempts += 1
-            slot_wait += given_back + slot.wait
+            slot_wait += slot.wait
+            self.stats.attempts += 1
             if run is not None and attempts == 1:
                 run.turns += 1
-            exchange, now = await self._attempt(call, run, steps, sink, slot, reservation, attempts)
+            try:
+                deltas = (
+                    sink if steps is None else self._started(call, run, steps, sink, slot, attempts)
+                )
+                if deltas is None:
+                    exchange = await self._client.exchange(call)
+                else:
+                    exchange = await stream_exchange(self._client, call, deltas)
+            except BaseException:
+                self._limiter.release(slot)
+                self.rates.cancelled(reservation)
+                raise
+            now = trio.current_time()
             event = exchange.event
-            if breaker is not None:
-                breaker.record(now, event, probe)
+            self._ended(call, run, exchange, slot, reservation, now)
+            if self.breaker is not None:
+                self.breaker.record(now, event, probe)
                 probe = 0  # a probe's first attempt is its verdict
             if isinstance(event, ModelResponded):
                 break
-            wait = self._retry_after(event.error, previous, attempts, now - first, now)
+            ended = await self._back_off(
+                call, run, steps, sink, event.error, previous, attempts, now - first, now
+            )
+            if ended is not None:
+                now = ended
+                break
             previous = event.error
             failed = event.error.kind
-            if wait is None or (sink is not None and sink.delivered):
-                break
-            if breaker is not None and not breaker.may_send(failed):
-                break  # the breaker opened: the request falls over now instead
-            failure_sink(steps).push(
-                RetryScheduled(run_id, call.request_id, attempts, event.error, wait, now)
-            )
-            if breaker is None:
-                await trio.sleep(wait)
-            elif not await breaker.back_off(wait, failed):
-                now = trio.current_time()
-                break  # it opened during the back-off
+        if steps is not None or isinstance(event, ModelFailed):
+            self._report(call, run, steps, exchange, attempts, now)
+        if run is not None:
+            run.ttft += (exchange.ttft,)
+        latency = now - slot.granted_at
+        self._record(call, run, event, attempts, slot_wait, latency, now - first, exchange.ttft)
+        return event
+
+    async def _queue(self, call: CallModel, run: Run | None, steps: StepSink | None) -> Granted:
+        """Wait for rate budget holding no slot, then for a slot; returns both."""
+        if steps is not None:
+            await steps.settle()
+        rates = self.rates
+        reservation = await rates.reserve(call)
+        if steps is not None:
+            _queued(steps, run, call)
+        owner = call.request_id if run is None else run.index
+        service = attained_service(run) if self._attained else 0
+        try:
+            slot = await self._limiter.slot(owner, call.hints.priority, service)
+        except BaseException:
+            rates.unsent(reservation)
+            raise
+        return slot, reservation
+
+    def _admit(
+        self, slot: Slot, reservation: Reservation | None, failed: ErrorKind | None, probe: int
+    ) -> bool | None:
+        """Whether an attempt holding ``slot`` may be written now, after every wait (whichever
+        way it queued: in this task, parked in the line, started inline). ``False``: a 429's
+        hold began, or limits became known, while it queued: the slot and the charge are given
+        back, to wait for budget first, holding no slot. ``None``: the :attr:`breaker` no longer
+        lets the request be sent here (``failed``: why its last attempt failed, ``probe``: its
+        probe ticket); the slot and the charge are given back."""
+        rates = self.rates
+        breaker = self.breaker
+        verdict: bool | None
+        if rates.budget.limited and not rates.may_send(reservation):  # no limit: it may
+            verdict = False
+        elif breaker is not None and not breaker.may_send(failed, probe):
+            verdict = None
+        else:
+            if reservation is None:
+                rates.blind += 1  # sent before any limit is known
+            return True
+        self._limiter.release(slot)
+        rates.unsent(reservation)
+        return verdict
+
+    def _started(  # noqa: PLR0917 - private, called once per attempt of an observed request
+        self,
+        call: CallModel,
+        run: Run | None,
+        steps: StepSink,
+        sink: StreamSink | None,
+        slot: Slot,
+        attempt: int,
+    ) -> StreamSink | None:
+        """Report an attempt's start; returns where its deltas go (``sink``, or the step sink
+        when it takes deltas)."""
+        run_id = None if run is None else run.id
+        # Now, not ``slot.granted_at``: a slot handed over at a release is granted before this
+        # task runs again, and a timeline lane must not start before then.
+        now = trio.current_time()
+        steps.push(
+            RequestStarted(run_id, call.request_id, call.hints.turn, attempt, slot.wait, now)
+        )
+        return step_deltas(steps, run_id, call, attempt) if steps.deltas else sink
+
+    def _ended(  # noqa: PLR0917 - private, called once per attempt
+        self,
+        call: CallModel,
+        run: Run | None,
+        exchange: Exchange,
+        slot: Slot,
+        reservation: Reservation | None,
+        now: float,
+    ) -> None:
+        """An attempt's exchange ended at ``now``: settle its rate charge, give its slot back
+        (telling the limiter how it went) and add it to the run's counters."""
+        event = exchange.event
+        self.rates.replied(call, reservation, event, exchange.rate)
+        if isinstance(event, ModelFailed):
+            self._limiter.release(slot, failed=event.error.kind, now=now)
+        else:
+            self._limiter.release(slot, succeeded=True, now=now)
+        if run is not None:
+            run.attempts += 1
+            run.model_time += now - slot.granted_at
+            run.slot_wait += slot.wait
+
+    async def _back_off(  # noqa: PLR0917 - private, called once per failed attempt
+        self,
+        call: CallModel,
+        run: Run | None,
+        steps: StepSink | None,
+        sink: StreamSink | None,
+        error: ModelError,
+        previous: ModelError | None,
+        attempts: int,
+        elapsed: float,
+        now: float,
+    ) -> float | None:
+        """After a failed attempt (``error``, ending at ``now``, ``elapsed`` seconds after the
+        request began; ``previous``: the failure before), sleep the back-off and return
+        ``None`` to try again, or return when the request ended: the failure is final, a
+        delta was delivered, or the :attr:`breaker` opened (before or during the back-off)."""
+        deadline = trio.current_effective_deadline()
+        wait = self._retry.delay(
+            attempt=attempts,
+            error=error,
+            elapsed=elapsed,
+            random=self._random,
+            remaining=None if deadline == math.inf else deadline - now,
+            previous=previous,
+        )
+        if wait is None or (sink is not None and sink.delivered):
+            return now
+        breaker = self.breaker
+        if breaker is not None and not breaker.may_send(error.kind):
+            return now  # the breaker opened: the request falls over now instead
+        run_id = None if run is None else run.id
+        failure_sink(steps).push(
+            RetryScheduled(run_id, call.request_id, attempts, error, wait, now)
+        )
+        if breaker is None:
+            await trio.sleep(wait)
+        elif not await breaker.back_off(wait, error.kind):
+            return trio.current_time()  # it opened during the back-off
+        return None
+
+    def _report(  # noqa: PLR0917 - private, called once per observed or failed request
+        self,
+        call: CallModel,
+        run: Run | None,
+        steps: StepSink | None,
+        exchange: Exchange,
+        attempts: int,
+        now: float,
+    ) -> None:
+        """Report a request's end: a failure to ``steps`` or the log sink, a reply to
+        ``steps``."""
+        run_id = None if run is None else run.id
+        event = exchange.event
         turn = call.hints.turn
         if isinstance(event, ModelFailed):
             failure_sink(steps).push(
@@ -257,128 +413,6 @@ class ModelRequests:
                     now,
                 )
             )
-        if run is not None:
-            run.ttft += (exchange.ttft,)
-        latency = now - slot.granted_at
-        self._record(call, run, event, attempts, slot_wait, latency, now - first, exchange.ttft)
-        return event
-
-    async def _take(  # noqa: PLR0917 - private, called once per attempt
-        self,
-        call: CallModel,
-        run: Run | None,
-        steps: StepSink | None,
-        granted: Granted | None,
-        failed: ErrorKind | None,
-        probe: int,
-    ) -> tuple[Slot, Reservation | None, float] | None:
-        """A slot for the next attempt (``granted``: the one :meth:`park` took), with its rate
-        reservation and the waits of the slots given back to wait for rate budget first;
-        ``None`` if the :attr:`breaker` no longer lets the request be sent here (``failed``:
-        why its last attempt failed, ``probe``: its probe ticket)."""
-        rates = self.rates
-        given_back = 0.0
-        while True:
-            if granted is not None:
-                (slot, reservation), granted = granted, None
-            else:
-                if steps is not None:
-                    await steps.settle()
-                reservation = await rates.reserve(call)
-                if steps is not None:
-                    _queued(steps, run, call)
-                owner = call.request_id if run is None else run.index
-                try:
-                    slot = await self._limiter.slot(
-                        owner, call.hints.priority, attained_service(run) if self._attained else 0
-                    )
-                except BaseException:
-                    rates.unsent(reservation)
-                    raise
-            if not rates.may_send(reservation):
-                # After every wait, just before the request is written (whichever way it
-                # queued: in this task, parked in the line, started inline): a 429's hold
-                # began, or limits became known, while it queued for its slot. Give the slot
-                # and the charge back and wait for budget first, holding no slot.
-                given_back += slot.wait
-                self._limiter.release(slot)
-                rates.unsent(reservation)
-                continue
-            breaker = self.breaker
-            if breaker is not None and not breaker.may_send(failed, probe):
-                self._limiter.release(slot)
-                rates.unsent(reservation)
-                return None
-            if reservation is None:
-                rates.blind += 1  # sent before any limit is known
-            return slot, reservation, given_back
-
-    async def _attempt(  # noqa: PLR0917 - private, called once per attempt
-        self,
-        call: CallModel,
-        run: Run | None,
-        steps: StepSink | None,
-        sink: StreamSink | None,
-        slot: Slot,
-        reservation: Reservation | None,
-        attempt: int,
-    ) -> tuple[Exchange, float]:
-        """One exchange holding ``slot``, given back on every way out; returns the exchange
-        and when it ended."""
-        self.stats.attempts += 1
-        limiter = self._limiter
-        try:
-            if steps is not None:
-                # Now, not ``slot.granted_at``: a slot handed over at a release is granted
-                # before this task runs again, and a timeline lane must not start before then.
-                run_id = None if run is None else run.id
-                now = trio.current_time()
-                steps.push(
-                    RequestStarted(
-                        run_id, call.request_id, call.hints.turn, attempt, slot.wait, now
-                    )
-                )
-                if steps.deltas:
-                    sink = step_deltas(steps, run_id, call, attempt)
-            if sink is None:
-                exchange = await self._client.exchange(call)
-            else:
-                exchange = await stream_exchange(self._client, call, sink)
-        except BaseException:
-            limiter.release(slot)
-            self.rates.cancelled(reservation)
-            raise
-        now = trio.current_time()
-        event = exchange.event
-        self.rates.replied(call, reservation, event, exchange.rate)
-        if isinstance(event, ModelFailed):
-            limiter.release(slot, failed=event.error.kind, now=now)
-        else:
-            limiter.release(slot, succeeded=True, now=now)
-        if run is not None:
-            run.attempts += 1
-            run.model_time += now - slot.granted_at
-            run.slot_wait += slot.wait
-        return exchange, now
-
-    def _retry_after(
-        self,
-        error: ModelError,
-        previous: ModelError | None,
-        attempts: int,
-        elapsed: float,
-        now: float,
-    ) -> float | None:
-        """The back-off before the next attempt, or ``None``: the failure is final."""
-        deadline = trio.current_effective_deadline()
-        return self._retry.delay(
-            attempt=attempts,
-            error=error,
-            elapsed=elapsed,
-            random=self._random,
-            remaining=None if deadline == math.inf else deadline - now,
-            previous=previous,
-        )
 
     def _record(  # noqa: PLR0917 - private, called once per request
         self,
@@ -392,7 +426,6 @@ class ModelRequests:
         ttft: float | None,
     ) -> None:
         usage = event.usage if isinstance(event, ModelResponded) else Usage()
-        self.stats.add_turn(call.hints.turn, usage.prompt_tokens, usage.cached_tokens)
         self.stats.add(
             (
                 call.request_id,
@@ -408,5 +441,6 @@ class ModelRequests:
                 event.error.kind if isinstance(event, ModelFailed) else None,
                 self.name,
                 event.finish_reason if isinstance(event, ModelResponded) else None,
-            )
+            ),
+            call.hints.turn,
         )

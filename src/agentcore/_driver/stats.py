@@ -280,9 +280,10 @@ class RequestTotals:
         """The latest requests in detail, oldest first."""
         return tuple(RequestStats(*fields) for fields in self._recent)
 
-    def add(self, request: _RequestFields) -> None:
-        """Count one finished request, given the fields of its :class:`RequestStats` in order
-        (the value is built only when :attr:`recent` is read)."""
+    def add(self, request: _RequestFields, turn: int = 0) -> None:
+        """Count one finished request of turn ``turn``, given the fields of its
+        :class:`RequestStats` in order (the value is built only when :attr:`recent` is read);
+        a known cached count also goes to the per-turn counters (:meth:`add_turn`)."""
         (_, _, _, slot_wait, latency, _, ttft, prompt_tokens, completion_tokens, cached_tokens,
          error, backend, finish_reason) = request  # fmt: skip
         self.requests += 1
@@ -297,6 +298,7 @@ class RequestTotals:
         if cached_tokens is not None:
             self.cached_tokens += cached_tokens
             self.known_prompt_tokens += prompt_tokens
+            self.add_turn(turn, prompt_tokens, cached_tokens)
         self.latency.add(latency)
         self.slot_wait.add(slot_wait)
         if ttft is not None:

@@ -131,10 +131,9 @@ def run_started(run: Run) -> None:
         run.steps.push(RunStarted(run.id, run.index, run.started))
 
 
-def run_ended(run: Run, end: Finish | Abort, status: str) -> None:
-    """Report the end of ``run`` (a run that did not finish: to the log sink if it has no
-    sink)."""
-    now = trio.current_time()
+def run_ended(run: Run, end: Finish | Abort, status: str, now: float) -> None:
+    """Report the end of ``run`` at ``now`` (a run that did not finish: to the log sink if it
+    has no sink; a run that finished and has none is not reported)."""
     if isinstance(end, Finish):
         if run.steps is not None:
             run.steps.push(RunFinished(run.id, end.output, end.usage, run.turns, now))

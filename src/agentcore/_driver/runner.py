@@ -256,8 +256,9 @@ class Runner:
                     try:
                         if run.steps is None:
                             # Inline, as above; a failure is still reported (to the log sink).
+                            # The run's only call: its tools began when it did.
                             report = CallReport()
-                            started = trio.current_time()
+                            started = run.tools_since
                             event = await self.executor.call(effect, run.tool_context, report)
                             if type(event) is ToolFailed:
                                 tool_failed(run, effect, event, report, started)
@@ -431,10 +432,12 @@ class Runner:
             cancelled = end.reason.kind is AbortKind.CANCELLED and run.cancelled
             status = "cancelled" if cancelled else "failed"
         self.ends[status] += 1
-        run_ended(run, end, status)
+        ended = trio.current_time()
+        if run.steps is not None or type(end) is not Finish:
+            run_ended(run, end, status, ended)
         timings = RunTimings(
             started=run.started,
-            ended=trio.current_time(),
+            ended=ended,
             model_time=run.model_time,
             tool_time=run.tool_time,
             slot_wait=run.slot_wait,

@@ -344,6 +344,14 @@ class LoopMachine(RuleBasedStateMachine):
                 assert stats.model_calls == self.model_calls
                 assert stats.tool_errors == self.tool_errors
 
+    @invariant()
+    def a_fresh_loop_owes_nothing_whatever_other_loops_did(self) -> None:
+        # Loops outside a tool turn share their (empty) record of outstanding calls: what
+        # this loop did to its own must never show in another's.
+        if hasattr(self, "config"):
+            fresh = AgentLoop(self.config, MESSAGES)
+            assert fresh.statistics().outstanding_tools == 0
+
 
 LoopMachine.TestCase.settings = settings(
     max_examples=100,

@@ -148,6 +148,11 @@ _NO_RESULTS: Final[list[ToolMessage | None]] = []
 """The tool results of a loop outside a tool turn. Never mutated: a tool turn replaces it with
 a list of its own (so a loop waiting for the model holds no list for them)."""
 
+_NO_PENDING: Final[dict[str, int]] = {}
+"""The outstanding tool calls of a loop outside a tool turn. Never mutated (only looked up, or
+popped from with a default): a tool turn replaces it with a dict of its own, so a loop waiting
+for the model, or queued for its first request, holds no dict for them."""
+
 
 class RunState(enum.Enum):
     """Where an :class:`AgentLoop` is in its run."""
@@ -413,7 +418,7 @@ class AgentLoop:
         self._cached_tokens: int | None = None
         self._calls: tuple[ToolCall, ...] = ()
         self._results: list[ToolMessage | None] = _NO_RESULTS
-        self._pending: dict[str, int] = {}
+        self._pending = _NO_PENDING
         self._planning = False
         self._plans = 0
         self._partial = ""
@@ -632,7 +637,7 @@ class AgentLoop:
         loop._cached_tokens = usage.cached_tokens
         loop._calls = ()
         loop._results = _NO_RESULTS
-        loop._pending = {}
+        loop._pending = _NO_PENDING
         loop._planning = snapshot.planning
         loop._plans = snapshot.plans
         if snapshot.planning and snapshot.state in (RunState.IDLE, RunState.AWAITING_TOOLS):
@@ -866,6 +871,7 @@ class AgentLoop:
         self._transcript.extend(self._results)  # type: ignore[arg-type]  # all set
         self._calls = ()
         self._results = _NO_RESULTS
+        self._pending = _NO_PENDING
         return self._next_after_tools()
 
     def _on_tool_failed(self, event: ToolFailed) -> tuple[Effect, ...]:
@@ -1013,7 +1019,7 @@ class AgentLoop:
     ) -> tuple[Effect, ...]:
         self._state = RunState.ABORTED
         self._planning = False
-        self._pending = {}
+        self._pending = _NO_PENDING
         self._calls = ()
         self._results = _NO_RESULTS
         return (Abort(AbortReason(kind, message, error, budget), transcript, self.usage),)

@@ -113,8 +113,6 @@ class Run:
     """Built on the first call of a tool that takes it."""
     tool_cap: Cap | None = None
     """The batch's cap on tool calls in progress at once (``max_tool_concurrency``)."""
-    history: HistoryDigest | None = None
-    """The digest of the run's tool history, kept once a ``replay_safe`` tool asks for it."""
 
     def tool_context(self) -> RunContext[Any]:
         """The :class:`RunContext` handed to tools that take one."""
@@ -127,18 +125,9 @@ class Run:
                 session_id=config.session_id,
                 input=self.input,
                 deps=self.deps,
-                history=self.tool_history,
+                history=_ToolHistory(self.loop),
             )
         return context
-
-    def tool_history(self) -> str:
-        """The digest of the run's tool calls and results before the turn in progress (the
-        last message of the transcript is the reply that asked for this turn's calls)."""
-        history = self.history
-        if history is None:
-            history = self.history = HistoryDigest()
-        transcript = self.loop.transcript
-        return history.up_to(transcript, max(history.digested, len(transcript) - 1))
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -158,6 +147,26 @@ class Run:
         self.tools_running -= 1
         if self.tools_running == 0:
             self.tool_time += trio.current_time() - self.tools_since
+
+
+class _ToolHistory:
+    """The digest of a run's tool calls and results before the turn in progress, for its
+    :class:`RunContext` (``replay_safe=("history",)`` keys): folded incrementally from the
+    first call that asks for it (made with the context, so a run holds nothing for it)."""
+
+    __slots__ = ("_digest", "_loop")
+
+    def __init__(self, loop: AgentLoop) -> None:
+        self._loop = loop
+        self._digest: HistoryDigest | None = None
+
+    def __call__(self) -> str:
+        digest = self._digest
+        if digest is None:
+            digest = self._digest = HistoryDigest()
+        # The last message is the reply that asked for this turn's calls.
+        transcript = self._loop.transcript
+        return digest.up_to(transcript, max(digest.digested, len(transcript) - 1))
 
 
 @attrs.define(eq=False)

@@ -577,18 +577,24 @@ def progress(n: int, repeat: int, name: str, result: dict[str, Any]) -> str:
 
 
 def report_table(n: int, runs: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> str:
+    # A crashed pass has no wall time and counts only what the server did before the crash:
+    # the medians are over the passes that finished, and the last column says how many did.
+    finished = {name: [r for r in passes if "crash" not in r] for name, passes in runs.items()}
+
     def med(name: str, key: str) -> float | None:
-        return median(r.get(key) for r in runs[name])
+        return median(r.get(key) for r in finished[name])
 
     rows = []
-    for name in runs:
+    for name, tried_passes in runs.items():
+        done, tried = len(finished[name]), len(tried_passes)
+        passes = "" if done == tried else f" ({done} of {tried} runs)"
         wall, requests, cpu = med(name, "wall"), med(name, "requests"), med(name, "process_cpu")
         batch_cpu = med(name, "cpu")
         per_request = 1000 * batch_cpu / requests if batch_cpu is not None and requests else None
         rows.append([
             name, fmt(wall), fmt(med(name, "prefill"), 0), fmt(requests, 0),
             fmt(med(name, "tool_executions"), 0), fmt(cpu), fmt(per_request),
-            fmt(med(name, "rss_mb"), 0), f"{fmt(med(name, 'ok'), 0)}/{n}",
+            fmt(med(name, "rss_mb"), 0), f"{fmt(med(name, 'ok'), 0)}/{n}{passes}",
         ])  # fmt: skip
     headers = ["contender", "wall s", "prefill tok", "requests", "tool runs", "client CPU s",
                "batch CPU ms/request", "peak RSS MB", "correct"]  # fmt: skip

@@ -124,14 +124,26 @@ async def test_a_resumed_journal_answers_ended_hops_and_polls_the_one_in_flight(
     tmp_path: Path,
 ) -> None:
     journal = tmp_path / "journal.jsonl"
-    config = SimConfig(tool_rounds=1, batch_delay=0.3)
+
+    def steps() -> list[str]:
+        if not journal.exists():
+            return []
+        return [orjson.loads(line)["t"] for line in journal.read_bytes().splitlines()]
+
+    async def stop_once_hop_2_is_in_flight(scope: trio.CancelScope) -> None:
+        while steps().count("batch") < 2:
+            await trio.sleep(0.005)
+        scope.cancel()
+
+    config = SimConfig(tool_rounds=1, batch_delay=0.5)  # hop 2 stays in flight for 0.5 s
     async with open_sim_server(config=config) as server:
         url = f"openai-batch://{_host(server.url)}"
         options: dict[str, Any] = {**FAST, "journal": str(journal)}
-        with trio.move_on_after(0.25 + 0.3 + 0.1):  # hop 1 ends, hop 2 is in flight
-            await run_batch(_task(), _inputs(10), backend=url, model="m", **options)
-        records = [orjson.loads(line) for line in journal.read_bytes().splitlines()]
-        assert [r["t"] for r in records] == ["intent", "batch", "results", "intent", "batch"]
+        with trio.fail_after(60), trio.CancelScope() as scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(stop_once_hop_2_is_in_flight, scope)
+                await run_batch(_task(), _inputs(10), backend=url, model="m", **options)
+        assert steps() == ["intent", "batch", "results", "intent", "batch"]
         results = await run_batch(_task(), _inputs(10), backend=url, model="m", **options)
         assert server.statistics().batches_created == 2  # the second was polled, not resent
     assert all(r.status == "ok" for r in results)

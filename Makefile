@@ -14,7 +14,8 @@ DEV_STAMP := $(VENV)/.dev-stamp
 # every CLI subprocess a test starts, compiles the sources again (about 7 s of CPU per collection).
 PYTEST := env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(CURDIR)/$(VENV)/pycache \
 	$(BIN)/python -m pytest -q -p no:cacheprovider
-# Test worker processes for `make test` (pytest-xdist): one per core by default.
+# Test worker processes for `make test` (pytest-xdist): one per core by default; 0 runs the
+# suite in the pytest process alone.
 TEST_WORKERS ?= auto
 
 .PHONY: venv demo test lint check test-dynamo bench clean

@@ -163,6 +163,8 @@ def check_header_value(name: str, value: str, *, secret: bool = False) -> None:
         problem = f"must be a str, got {type(value).__name__}"
     elif value != value.strip(" \t\r\n"):
         problem = "has leading or trailing whitespace (a newline read from a file?)"
+    elif value.isascii() and value.isprintable():
+        pass  # the common case (a request id, a key) at C speed: neither check below can fail
     elif any((ord(c) < 0x20 and c != "\t") or ord(c) == 0x7F for c in value):
         problem = "contains a control character"
     elif any(ord(c) > 0xFF for c in value):

@@ -42,7 +42,7 @@ demo: $(PACKAGE_STAMP)
 
 ## Run the test suite (unit, property and loopback tests; no external servers needed).
 test: venv
-	$(PYTEST) -n $(TEST_WORKERS)
+	$(PYTEST) -n $(TEST_WORKERS) --dist worksteal
 
 ## Static checks: mypy --strict and ruff on the sources.
 lint: venv

@@ -14,9 +14,10 @@ DEV_STAMP := $(VENV)/.dev-stamp
 # every CLI subprocess a test starts, compiles the sources again (about 7 s of CPU per collection).
 PYTEST := env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(CURDIR)/$(VENV)/pycache \
 	$(BIN)/python -m pytest -q -p no:cacheprovider
-# Test worker processes for `make test` (pytest-xdist): one per core by default; 0 runs the
-# suite in the pytest process alone.
-TEST_WORKERS ?= auto
+# Test worker processes for `make test` (pytest-xdist): two per core (at most 8), so that one
+# worker's test computes while another's waits on a subprocess or a server; 0 runs the suite
+# in the pytest process alone.
+TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(min(8, 2 * len(os.sched_getaffinity(0))))' 2>/dev/null || echo 2)
 
 .PHONY: venv demo test lint check test-dynamo bench clean
 

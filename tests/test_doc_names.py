@@ -17,6 +17,7 @@ are executed by the tests of their own guide.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import pathlib
 import re
@@ -35,6 +36,7 @@ _PATH = re.compile(
 )
 
 
+@functools.cache
 def _names_the_code_defines() -> frozenset[str]:
     """String constants of the source that start with ``agentcore.``: logger names and
     telemetry attribute keys, which the docs name too."""
@@ -50,13 +52,10 @@ def _names_the_code_defines() -> frozenset[str]:
     return frozenset(found)
 
 
-_DEFINED = _names_the_code_defines()
-
-
 def resolves(dotted: str) -> bool:
     """Whether ``agentcore.a.b.c`` names a module, an attribute reachable from one, or a
     logger or telemetry key that the code defines."""
-    if dotted in _DEFINED:
+    if dotted in _names_the_code_defines():
         return True
     parts = dotted.split(".")
     for cut in range(len(parts), 0, -1):

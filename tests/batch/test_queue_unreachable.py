@@ -17,8 +17,9 @@ from agentcore import ConfigError
 from agentcore._cli.main import main
 from agentcore._distributed.address import QueueAddress
 from agentcore._distributed.connection import open_connection
+from tests.extras import skip_without
 
-pytest.importorskip("glide")  # the client; no server is needed
+skip_without("glide", reason="needs valkey-glide")  # the client; no server is needed
 
 
 def _refusing_port() -> int:

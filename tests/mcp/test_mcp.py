@@ -14,11 +14,10 @@ import trio
 from agentcore import ConfigError, McpServer, Task, open_driver, open_mcp_tools, run_batch
 from agentcore.core import AssistantMessage, CallModel, ToolCall, ToolMessage
 from agentcore.testing import ScriptedModel
+from tests.extras import skip_without
 from tests.mcp.helpers import alive, http_server, stdio_server
 
-pytest.importorskip(
-    "mcp", reason="the mcp extra is not installed (pip install 'trio-agentcore[mcp]')"
-)
+skip_without("mcp", reason="the mcp extra is not installed (pip install 'trio-agentcore[mcp]')")
 
 # Under trio, the SDK's streamable-HTTP client (httpx2, httpx-sse) leaves some response
 # iterators to the garbage collector; trio's async-generator hooks close them and warn. Those

@@ -19,10 +19,10 @@ import httpx
 import pytest
 import trio
 
+from tests.extras import skip_without
+
 EXTRA = "needs the service extra: pip install 'trio-agentcore[service]'"
-pytest.importorskip("hypercorn", reason=EXTRA)
-pytest.importorskip("fastapi", reason=EXTRA)
-pytest.importorskip("uvicorn", reason=EXTRA)
+skip_without("hypercorn", "fastapi", "uvicorn", reason=EXTRA)
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "sk-do-not-log-0123456789"

@@ -54,10 +54,10 @@ TOOL_TURNS = 3
 @pytest.fixture
 def sim_url(request: pytest.FixtureRequest) -> Iterator[str]:
     """A simulator in its own process (it outlives the killed run), three tool turns per agent,
-    batches ending 1.5 s after their creation (long enough to kill a run while one is in flight
-    and to see its progress line) or as a test's ``batch_delay`` mark says."""
+    batches ending 0.6 s after their creation (long enough to kill a run while one is in flight
+    and, polled every 0.1 s, to see its progress line) or as a test's ``batch_delay`` mark says."""
     mark = request.node.get_closest_marker("batch_delay")
-    delay = str(mark.args[0]) if mark else "1.5"
+    delay = str(mark.args[0]) if mark else "0.6"
     proc = subprocess.Popen(
         [*_cli("sim", "--port", "0", "--tool-rounds", str(TOOL_TURNS), "--batch-delay", delay)],
         stdout=subprocess.PIPE,

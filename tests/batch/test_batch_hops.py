@@ -177,3 +177,30 @@ async def test_batch_options_are_checked(url: str, options: dict[str, Any], mess
 def test_batch_apis_state_their_limits() -> None:
     assert (OPENAI_BATCHES.max_requests, OPENAI_BATCHES.max_bytes) == (50_000, 200 * 2**20)
     assert (ANTHROPIC_BATCHES.max_requests, ANTHROPIC_BATCHES.max_bytes) == (100_000, 256 * 2**20)
+
+
+async def test_hop_lines_are_looked_at_as_often_as_the_hops_are_polled(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    import io
+
+    from agentcore._cli.batch_progress import show_hops
+
+    # Each hop lives 0.5 s (virtual time), between two of show_hops' 1 s looks: only looking
+    # at the poll interval (0.1 s) sees it in flight.
+    config = SimConfig(tool_rounds=1, batch_delay=0.5)
+    out = io.StringIO()
+    async with open_sim_server(config=config) as server:
+        url = f"openai-batch://{_host(server.url)}"
+        options: dict[str, Any] = {"gather": 0.05, "poll": 0.1, "poll_max": 0.1}
+        async with (
+            open_driver(url, model="m", tools=[lookup], **options) as driver,
+            trio.open_nursery() as nursery,
+        ):
+            nursery.start_soon(show_hops, driver, out)
+            results = await run_batch(_task(), _inputs(3), driver=driver)
+            nursery.cancel_scope.cancel()
+    assert all(r.status == "ok" for r in results)
+    lines = out.getvalue().splitlines()
+    assert any(line.startswith("hop 1: batch ") for line in lines), lines
+    assert any(line.startswith("hop 2: batch ") for line in lines), lines

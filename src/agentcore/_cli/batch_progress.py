@@ -27,10 +27,15 @@ def _clock(seconds: float) -> str:
 
 
 async def show_hops(driver: Driver, out: IO[str], every: float = 1.0) -> None:
-    """Print a line each time a hop of the driver's batch client changes status (forever)."""
+    """Print a line each time a hop of the driver's batch client changes status (forever).
+
+    Hops are looked at every ``every`` seconds, or at the client's first-poll interval when
+    that is shorter (a hop's status changes when it is polled).
+    """
     client = driver.client
     if not isinstance(client, BatchModelClient):
         return
+    every = min(every, client.poll)
     shown: dict[int, str] = {}
     while True:
         for hop in client.hops():

@@ -360,6 +360,18 @@ def run_measured(
     )
 
 
+def child_report(
+    argv: Sequence[str], *, src: str | Path | None = None, timeout: float = 600
+) -> dict[str, Any]:
+    """Run ``argv`` (with ``PYTHONPATH`` set to ``src`` when given) and return the last JSON
+    object it printed; a failing child raises ``CalledProcessError``."""
+    env = dict(os.environ, PYTHONPATH=str(src)) if src is not None else None
+    done = subprocess.run(
+        list(argv), env=env, check=True, capture_output=True, text=True, timeout=timeout
+    )
+    return last_json(done.stdout)
+
+
 def last_json(text: str) -> dict[str, Any]:
     """The last line of ``text`` that parses as a JSON object."""
     for raw in reversed(text.strip().splitlines()):

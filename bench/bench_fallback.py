@@ -17,11 +17,11 @@ import argparse
 import json
 import socket
 import statistics
-import subprocess
 import sys
 import time
 
 import trio
+from _common import child_report
 
 import agentcore
 
@@ -76,8 +76,7 @@ def main() -> None:
     walls = []
     for repeat in range(args.repeats):
         argv = [sys.executable, __file__, "--child", mode, "--agents", str(args.agents)]
-        out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
-        found = json.loads(out.strip().splitlines()[-1])
+        found = child_report(argv)
         walls.append(found["wall"])
         print(f"repeat {repeat + 1}: {found['wall']:.2f} s, {found['statuses']}, "
               f"served by {found['served_by']}")  # fmt: skip

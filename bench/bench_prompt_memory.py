@@ -15,12 +15,11 @@ Every figure is the median of ``--repeats`` subprocesses.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
+
+from _common import child_report
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,16 +62,7 @@ print(json.dumps({"per_agent": (after - before) / n, "agentcore": agentcore.__fi
 
 
 def measure(src: Path, n: int, system_bytes: int) -> tuple[float, str]:
-    env = dict(os.environ, PYTHONPATH=str(src))
-    out = subprocess.run(
-        [sys.executable, "-c", _MEASURE, str(n), str(system_bytes)],
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    ).stdout
-    data = json.loads(out.strip().splitlines()[-1])
+    data = child_report([sys.executable, "-c", _MEASURE, str(n), str(system_bytes)], src=src)
     return float(data["per_agent"]), str(data["agentcore"])
 
 

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import socket
 import statistics
 import subprocess
 import sys
 import threading
 from pathlib import Path
+
+from _common import child_report
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -218,16 +219,8 @@ def _body_size(path: str) -> int:
 
 
 def measure(src: Path, port: int, transport: str, path: str, traced: bool) -> dict[str, object]:
-    out = subprocess.run(
-        [sys.executable, "-c", _CLIENT, str(port), transport, path, "1" if traced else "0"],
-        env=dict(os.environ, PYTHONPATH=str(src)),
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    ).stdout
-    result: dict[str, object] = json.loads(out.strip().splitlines()[-1])
-    return result
+    argv = [sys.executable, "-c", _CLIENT, str(port), transport, path, "1" if traced else "0"]
+    return child_report(argv, src=src)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,8 +22,6 @@ cell the median of ``--repeats`` runs:
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
 import subprocess
 import sys
@@ -31,6 +29,7 @@ from functools import partial
 from pathlib import Path
 
 import trio
+from _common import child_report
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -154,16 +153,8 @@ trio.run(main)
 
 
 def _client(src: Path, port: int, mode: str, slots: int, requests: int) -> dict[str, float]:
-    out = subprocess.run(
-        [sys.executable, "-c", _CLIENT, str(port), mode, str(slots), str(requests)],
-        env=dict(os.environ, PYTHONPATH=str(src)),
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    ).stdout
-    result: dict[str, float] = json.loads(out.strip().splitlines()[-1])
-    return result
+    argv = [sys.executable, "-c", _CLIENT, str(port), mode, str(slots), str(requests)]
+    return child_report(argv, src=src)
 
 
 def main(argv: list[str] | None = None) -> int:

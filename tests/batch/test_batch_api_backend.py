@@ -20,6 +20,7 @@ import trio
 from agentcore import load_task, run_batch
 from agentcore._tasks.results_file import ResultRecord
 from tests.batch.test_cli import _cli, _records
+from tests.sim_process import sim_process
 
 TOOLS = '''
 import agentcore
@@ -58,19 +59,8 @@ def sim_url(request: pytest.FixtureRequest) -> Iterator[str]:
     and, polled every 0.1 s, to see its progress line) or as a test's ``batch_delay`` mark says."""
     mark = request.node.get_closest_marker("batch_delay")
     delay = str(mark.args[0]) if mark else "0.6"
-    proc = subprocess.Popen(
-        [*_cli("sim", "--port", "0", "--tool-rounds", str(TOOL_TURNS), "--batch-delay", delay)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert "serving" in line, line
-        yield line.split("serving ", 1)[1].split()[0]
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=30)
+    with sim_process("--tool-rounds", str(TOOL_TURNS), "--batch-delay", delay) as url:
+        yield url
 
 
 def _folder(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:

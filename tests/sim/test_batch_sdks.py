@@ -10,7 +10,6 @@ The SDKs live in their own environment (``tools/sdks/setup.sh`` makes it in
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +17,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.batch.test_cli import _cli
+from tests.sim_process import sim_process
 
 SDKS = Path(os.environ.get("AGENTCORE_SDKS", Path.home() / ".cache" / "agentcore-sdks"))
 PYTHON = SDKS / "bin" / "python"
@@ -101,17 +100,8 @@ print(json.dumps({
 
 @pytest.fixture
 def sim_url() -> Iterator[str]:
-    proc = subprocess.Popen(
-        _cli("sim", "--port", "0", "--batch-delay", "0.2"), stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert "serving" in line, line
-        yield line.split("serving ", 1)[1].split()[0]
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=30)
+    with sim_process("--batch-delay", "0.2") as url:
+        yield url
 
 
 def _sdk(script: str, url: str) -> dict[str, object]:

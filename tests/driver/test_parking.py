@@ -40,8 +40,10 @@ async def test_runs_queued_for_a_slot_keep_no_task() -> None:
     async with open_driver(model, max_inflight=4) as driver:
         baseline = task_census()
         async with driver.stream(make_loop(i) for i in range(200)) as results:
-            while model.working < 4:
-                await trio.sleep(0.01)
+            with trio.fail_after(10):  # until every run is in the model or in line
+                while model.working < 4 or driver.limiter.statistics().waiting < 196:
+                    await trio.sleep(0.01)
+            assert model.working == 4
             assert driver.limiter.statistics().waiting == 196
             # 4 runs hold a slot (a task each) plus the stream's own few tasks; the 196
             # runs in line have none.

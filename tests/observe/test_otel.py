@@ -20,11 +20,14 @@ from agentcore.sim import SimConfig
 EXPORTER = InMemorySpanExporter()
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="session", autouse=True)
 def provider() -> Iterator[None]:
+    # Once per process, as OpenTelemetry allows: a module-scoped fixture is set up again when
+    # a test worker comes back to this module after another one, and the second provider is
+    # refused while the first is already shut down.
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(SimpleSpanProcessor(EXPORTER))
-    trace.set_tracer_provider(tracer_provider)  # once per process, as OpenTelemetry allows
+    trace.set_tracer_provider(tracer_provider)
     yield
     tracer_provider.shutdown()
 

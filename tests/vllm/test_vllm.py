@@ -141,6 +141,9 @@ async def test_a_batch_with_a_tool_and_typed_output(vllm: VllmServer, which: int
         assert [(c.name, json.loads(c.arguments)) for c in calls] == [("search", {"q": ""})]
         tool_results = [m for m in result.transcript if isinstance(m, ToolMessage)]
         assert [(m.content, m.is_error) for m in tool_results] == [("notes about ''", False)]
+        # The final request carried the schema, so the default final instruction was left
+        # out: the answer follows the tool result.
+        assert isinstance(result.transcript[-2], ToolMessage)
     assert stats.failed_requests == 0
     assert stats.attempts == stats.requests
 

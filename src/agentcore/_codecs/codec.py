@@ -124,3 +124,11 @@ class Backend:
     ``off``, ``request`` (one one-token request) or ``slots`` (llama-server: one request, then
     the warm slot copied into every slot). Defaults to the dialect record's ``warm_up`` on a
     self-hosted server, ``off`` on a hosted API."""
+
+    @property
+    def schema_on_final(self) -> bool:
+        """Whether a typed run's final request carries the output schema for the server to
+        constrain the reply with (``response_format`` on the OpenAI-compatible dialects, unless
+        ``response_format="never"``): the codec's own ``schema_on_final``, ``False`` for a
+        codec without one (Anthropic, Bedrock: the schema is in the system prompt only)."""
+        return getattr(self.codec, "schema_on_final", False) is True

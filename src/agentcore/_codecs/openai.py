@@ -106,6 +106,13 @@ class OpenAICodec:
         """The dialect name."""
         return self.options.dialect
 
+    @property
+    def schema_on_final(self) -> bool:
+        """Whether a typed run's final request (tools withheld with ``tool_choice="none"``)
+        carries its output schema as ``response_format``: every ``response_format`` mode but
+        ``never``."""
+        return self.options.response_format != "never"
+
     def with_base_url(self, base_url: str) -> OpenAICodec:
         """The same codec aimed at another server (used to bind ``sim://`` to its port)."""
         codec = OpenAICodec.__new__(OpenAICodec)

@@ -351,7 +351,12 @@ class _Worker:
         index = int(agent)
         try:
             value = orjson.loads(raw_input) if raw_input is not None else None
-            fresh = compile_job(self.task, value, run_id=f"{self.address.batch}-{agent}")
+            fresh = compile_job(
+                self.task,
+                value,
+                run_id=f"{self.address.batch}-{agent}",
+                schema_on_final=self.driver.schema_on_final,
+            )
         except (RenderError, orjson.JSONDecodeError) as exc:
             record = ResultRecord.not_run(index, AbortKind.INVALID_INPUT, str(exc))
             await self._commit(entry_id, agent, step, "end", record.encode())

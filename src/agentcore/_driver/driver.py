@@ -72,6 +72,7 @@ class Driver:
         requests: ModelRequests | FallbackRequests,
         rates: RateLimiter,
         backend: Backend | None = None,
+        schema_on_final: bool = False,
         deps: Any = None,
         listeners: Sequence[Listener] = (),
         cost: CostLedger | None = None,
@@ -81,6 +82,7 @@ class Driver:
         """The cost ledger (``None`` unless a service tier or prices were given)."""
         self.backend = backend
         """The configured backend (``None`` when the driver was given a model client)."""
+        self._schema_on_final = schema_on_final
         self._limiter = limiter
         self._executor = executor
         self._requests = requests
@@ -116,6 +118,15 @@ class Driver:
         batches warm the shared prefix by default. ``False`` for hosted APIs and model
         clients."""
         return self.backend is not None and self.backend.self_hosted
+
+    @property
+    def schema_on_final(self) -> bool:
+        """Whether every backend of this driver (fallbacks included) sends a typed run's
+        output schema with its final request, for the server to constrain the reply to it
+        (:attr:`agentcore.wire.Backend.schema_on_final`). Where it does, a task's default
+        final instruction is left out (:attr:`agentcore.Task.final_instruction`). ``False``
+        for a model client given as such."""
+        return self._schema_on_final
 
     @property
     def executor(self) -> ToolExecutor:

@@ -187,15 +187,18 @@ async def _open_fallbacks(
     timeouts: Timeouts,
     transport: TransportKind | None,
     ledger: CostLedger | None = None,
-) -> list[tuple[str, ModelClient, SlotLimiter]]:
-    """A model client and a slot limiter per fallback backend, opened on ``stack``."""
+) -> tuple[list[tuple[str, ModelClient, SlotLimiter]], bool]:
+    """A model client and a slot limiter per fallback backend, opened on ``stack``; and
+    whether every one of them sends a typed run's output schema with its final request
+    (:attr:`Backend.schema_on_final`; a model client given as such does not)."""
     slot_policy, adaptive = limits
     routes: list[tuple[str, ModelClient, SlotLimiter]] = []
+    schema_on_final = True
     for name, spec in specs:
         target = spec.backend
         client: ModelClient
         if isinstance(target, str | Backend):
-            client, _ = await _open_client(
+            client, configured = await _open_client(
                 stack,
                 target,
                 model=spec.model or model,
@@ -207,13 +210,15 @@ async def _open_fallbacks(
                 options=dict(spec.options),
                 ledger=ledger,
             )
+            schema_on_final = schema_on_final and configured.schema_on_final
         else:
             client = target
+            schema_on_final = False
         slots = SlotLimiter(
             spec.max_inflight or max_inflight, policy=slot_policy, adaptive=adaptive
         )
         routes.append((name, client, slots))
-    return routes
+    return routes, schema_on_final
 
 
 def _observers(
@@ -338,7 +343,7 @@ async def _open(
             raise ConfigError(
                 f"expected a backend URL, a Backend or a model client; got {backend!r}"
             )
-        routes = await _open_fallbacks(
+        routes, schema_on_final = await _open_fallbacks(
             stack,
             specs,
             model=model,
@@ -374,6 +379,9 @@ async def _open(
             requests=requests,
             rates=rates,
             backend=configured,
+            schema_on_final=schema_on_final
+            and configured is not None
+            and configured.schema_on_final,
             deps=opts.deps,
             cost=ledger,
             listeners=_observers(opts.trace, opts.otel, model, client) if observed else (),

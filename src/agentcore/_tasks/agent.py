@@ -18,7 +18,7 @@ from typing import Any, Generic, cast
 import attrs
 
 from .._core.budgets import UsageLimits
-from .._core.config import DEFAULT_FINAL_INSTRUCTION, TruncatedPolicy
+from .._core.config import TruncatedPolicy
 from .._core.errors import ConfigError
 from .._core.loop import AgentLoop
 from .._core.messages import ModelParams
@@ -26,7 +26,7 @@ from .._core.results import Result
 from .._driver.driver import Driver
 from .._observe.steps import StepStream
 from .._tools.spec import Tool
-from .task import T, Task, compile_job
+from .task import AUTO, T, Task, compile_job
 
 __all__ = ["Agent"]
 
@@ -65,7 +65,9 @@ class Agent(Generic[T]):
         params: sampling parameters of every request.
         expected_output_tokens: expected reply length, passed to the server as a hint.
         final_instruction: the user message of the request forced once ``max_turns`` tool
-            turns are spent (``None``: that request only withholds tools).
+            turns are spent (``"auto"``: the default instruction where it is needed, see
+            :attr:`~agentcore.Task.final_instruction`; ``None``: that request only withholds
+            tools).
         on_truncated: what a final answer cut by the token limit earns.
         limits: usage budgets of each run (:class:`~agentcore.UsageLimits`).
         name: a short name, used in run ids.
@@ -82,7 +84,7 @@ class Agent(Generic[T]):
     max_tool_failures: int | None = None
     params: ModelParams = ModelParams()
     expected_output_tokens: int | None = None
-    final_instruction: str | None = DEFAULT_FINAL_INSTRUCTION
+    final_instruction: str | None = AUTO
     on_truncated: TruncatedPolicy = "repair"
     limits: UsageLimits | None = None
     name: str = "agent"
@@ -106,12 +108,22 @@ class Agent(Generic[T]):
         of the same agent, ``run_batch(agent.task, prompts, ...)``."""
         return self._task
 
-    def loop(self, prompt: str, *, run_id: str | None = None) -> AgentLoop:
-        """The agent loop for one prompt (for drivers of your own, or ``Driver.run``)."""
+    def loop(
+        self, prompt: str, *, run_id: str | None = None, driver: Driver | None = None
+    ) -> AgentLoop:
+        """The agent loop for one prompt (for drivers of your own, or ``Driver.run``).
+
+        ``driver``: the driver it will run on, whose backends decide whether the default
+        final instruction is needed (:attr:`~agentcore.Task.final_instruction`); without
+        one it is.
+        """
         if not isinstance(prompt, str):
             raise ConfigError(f"the prompt must be a string, got {prompt!r}")
         rid = f"{self.name}-{next(_runs)}" if run_id is None else run_id
-        return compile_job(self._task, {"input": prompt}, run_id=rid)
+        schema_on_final = driver is not None and driver.schema_on_final
+        return compile_job(
+            self._task, {"input": prompt}, run_id=rid, schema_on_final=schema_on_final
+        )
 
     def _check(self, driver: Driver) -> None:
         if not isinstance(driver, Driver):
@@ -151,7 +163,7 @@ class Agent(Generic[T]):
             ConfigError: the driver lacks the agent's tools, or the prompt is not text.
         """
         self._check(driver)
-        loop = self.loop(prompt, run_id=run_id)
+        loop = self.loop(prompt, run_id=run_id, driver=driver)
         return cast("Result[T]", await driver.run(loop, deadline=deadline, deps=deps))
 
     @asynccontextmanager
@@ -179,7 +191,7 @@ class Agent(Generic[T]):
         last event cancels the run. ``deps`` is as for :meth:`run`.
         """
         self._check(driver)
-        loop = self.loop(prompt, run_id=run_id)
+        loop = self.loop(prompt, run_id=run_id, driver=driver)
         async with driver.watch(
             loop, deltas=deltas, buffer=buffer, deadline=deadline, deps=deps
         ) as steps:

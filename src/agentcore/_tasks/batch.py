@@ -137,6 +137,7 @@ def _loops(  # noqa: PLR0917 - private helper, called twice
     early: deque[Result[Any]],
     parent_session_id: str | None,
     described: dict[int, tuple[int, Any]],
+    schema_on_final: bool,
 ) -> Iterator[AgentLoop]:
     # Consumed lazily by the driver, so a huge input list is never compiled all at once.
     # ``described`` holds each compiled loop's input until the driver opens its run (the
@@ -144,7 +145,11 @@ def _loops(  # noqa: PLR0917 - private helper, called twice
     for index, value in enumerate(inputs):
         try:
             loop = compile_job(
-                task, value, run_id=job_run_id(batch_id, index), parent_session_id=parent_session_id
+                task,
+                value,
+                run_id=job_run_id(batch_id, index),
+                parent_session_id=parent_session_id,
+                schema_on_final=schema_on_final,
             )
         except RenderError as exc:
             early.append(_invalid_input(index, exc, trio.current_time()))
@@ -313,7 +318,9 @@ async def open_batch(
         else:
             await check_tier(opened, task, batch_id=batch_id)
         described: dict[int, tuple[int, Any]] = {}
-        loops = _loops(task, inputs, batch_id, indices, early, None, described)
+        loops = _loops(
+            task, inputs, batch_id, indices, early, None, described, opened.schema_on_final
+        )
         group = opened.streams.group(
             steps=steps,
             deps=deps,
@@ -464,7 +471,16 @@ async def map_reduce(
         answers: list[Result[M]] = []
         described: dict[int, tuple[int, Any]] = {}
         planner = job_run_id(f"{batch_id}p", 0)
-        loops = _loops(map, planned, f"{batch_id}m", indices, early, planner, described)
+        loops = _loops(
+            map,
+            planned,
+            f"{batch_id}m",
+            indices,
+            early,
+            planner,
+            described,
+            opened.schema_on_final,
+        )
         group = opened.streams.group(deps=deps, describe=described.pop)
         async with opened.streams.open(loops, group, timeout=timeout) as stream:
             async for result in BatchStream[M](stream, indices, early):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import string
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Generic
+from typing import TYPE_CHECKING, Any, Final, Generic
 
 import attrs
 
@@ -50,6 +50,10 @@ __all__ = [
     "render_message",
     "render_prompt",
 ]
+
+
+AUTO: Final = "auto"
+"""``Task.final_instruction``'s default: the default instruction, where it is needed."""
 
 
 class RenderError(ConfigError):
@@ -123,10 +127,15 @@ class Task(Generic[T]):
     """Sampling parameters of every request."""
     expected_output_tokens: int | None = None
     """Expected reply length, passed to the server as a hint."""
-    final_instruction: str | None = DEFAULT_FINAL_INSTRUCTION
-    """The user message of the request forced once ``max_turns`` tool turns are spent;
-    ``None``: that request adds no message and only withholds tools
-    (``LoopConfig.final_instruction``)."""
+    final_instruction: str | None = AUTO
+    """The user message of the request forced once ``max_turns`` tool turns are spent
+    (``LoopConfig.final_instruction``). ``"auto"`` (the default): the core's default
+    instruction (``DEFAULT_FINAL_INSTRUCTION``: the tools are spent, answer now), left out
+    of a typed task's runs on a driver whose every backend sends the output schema with that
+    request (:attr:`~agentcore.Driver.schema_on_final`): the server's guided decoding then
+    admits nothing but the answer, and the request is what a hand-written loop sends.
+    ``None``: no message, the request only withholds tools. Any other text: that message,
+    always."""
     on_truncated: TruncatedPolicy = "repair"
     """What a final answer cut by the token limit earns (``LoopConfig.on_truncated``)."""
     name: str = "task"
@@ -146,13 +155,20 @@ class Task(Generic[T]):
     _base_config: LoopConfig = attrs.field(init=False, eq=False, hash=False, repr=False)
     """The loop config every job shares (built and validated once; each loop keeps its own
     ids)."""
+    _schema_config: LoopConfig = attrs.field(init=False, eq=False, hash=False, repr=False)
+    """The same for a driver that sends the output schema with the final request: without
+    the default final instruction for a typed task, else ``_base_config`` itself."""
     _prefix: tuple[Message, ...] = attrs.field(init=False, eq=False, hash=False, repr=False)
     """The messages in front of every job's user message (the system prompt), shared."""
 
     def __attrs_post_init__(self) -> None:
         # Validate the budgets and the output type once, with the loop's own checks; each
         # job's config is this one with its own ids.
-        object.__setattr__(self, "_base_config", self._new_config("check"))
+        base = self._new_config("check")
+        object.__setattr__(self, "_base_config", base)
+        auto = self.final_instruction == AUTO and self.output is not None
+        schema = attrs.evolve(base, final_instruction=None) if auto else base
+        object.__setattr__(self, "_schema_config", schema)
         object.__setattr__(self, "_prefix", (SystemMessage(self.system),) if self.system else ())
 
     def _config(self, run_id: str, parent_session_id: str | None = None) -> LoopConfig:
@@ -171,7 +187,11 @@ class Task(Generic[T]):
             expected_output_tokens=self.expected_output_tokens,
             limits=self.limits,
             planning_interval=self.planning_interval,
-            final_instruction=self.final_instruction,
+            final_instruction=(
+                DEFAULT_FINAL_INSTRUCTION
+                if self.final_instruction == AUTO
+                else self.final_instruction
+            ),
             on_truncated=self.on_truncated,
         )
 
@@ -307,14 +327,16 @@ def compile_job(
     *,
     run_id: str,
     parent_session_id: str | None = None,
+    schema_on_final: bool = False,
 ) -> AgentLoop:
-    """The agent loop for one input.
+    """The agent loop for one input; ``schema_on_final``: the driver it runs on sends the
+    output schema with the final request (:attr:`Task.final_instruction`, ``"auto"``).
 
     Raises:
         RenderError: the input does not fit the template.
     """
     return AgentLoop._for_run(
-        task._base_config,
+        task._schema_config if schema_on_final else task._base_config,
         _messages(task, render_message(task, value)),
         run_id,
         parent_session_id,

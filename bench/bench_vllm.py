@@ -18,10 +18,8 @@ Contenders, each in its own subprocess (client CPU and peak RSS from ``wait4``):
 
 - ``agentcore``: ``run_batch`` over ``vllm://`` with the defaults (one-request warm-up of the
   shared prefix, ``max_inflight`` = slots, slots released during tool waits, strict tool
-  schemas, ``response_format`` on the final turn), the tool declared ``cache=True``;
-- ``agentcore-plain``: the same, sending exactly the hand-written loops' messages: no
-  final-turn instruction (``Task(final_instruction=None)``; the default adds a user message of
-  about 40 tokens to the forced final request);
+  schemas, ``response_format`` on the final turn, so no final instruction: its requests are
+  the hand-written loops' messages), the tool declared ``cache=True``;
 - ``minimal``: trio + httpx, a semaphore of ``slots`` around each request (released during
   tool waits), strict tool schema, ``response_format`` on the final request;
 - ``isolated``: the minimal loop holding its slot through the tool wait, and a system prompt
@@ -37,7 +35,10 @@ Contenders, each in its own subprocess (client CPU and peak RSS from ``wait4``):
   ``Runner.run`` under an ``asyncio.Semaphore(slots)``.
 
 On request only (``--contenders``): ``agentcore-cold``, the defaults with ``warm=False`` (no
-warm-up request).
+warm-up request); ``agentcore-told``, the defaults with the default final instruction sent
+anyway (``Task(final_instruction=DEFAULT_FINAL_INSTRUCTION)``, the default before it became
+``"auto"``: a user message of about 80 tokens on the scripted tokenizer, on every final
+request).
 
 The peers run in their own virtual environments (``bench/_common.peer_python``), installed
 on first use. agentcore runs from its source tree: its modules are byte-compiled before its
@@ -91,9 +92,9 @@ from _common import (
 )
 
 CONTENDERS = (
-    "agentcore", "agentcore-plain", "minimal", "isolated", "naive", "pydantic-ai", "openai-agents",
+    "agentcore", "minimal", "isolated", "naive", "pydantic-ai", "openai-agents",
 )  # fmt: skip
-EXTRA = ("agentcore-cold",)  # on request only: agentcore with warm=False
+EXTRA = ("agentcore-cold", "agentcore-told")  # on request only (see the docstring)
 PEERS = ("pydantic-ai", "openai-agents")
 SERVER = ROOT / "tools" / "vllm" / "server.py"
 TOPICS = 9
@@ -146,7 +147,7 @@ async def run_agentcore(
     slots: int,
     latency: float,
     *,
-    plain: bool = False,
+    told: bool = False,
     warm: bool = True,
     trace: bool = False,
 ) -> dict[str, Any]:
@@ -156,6 +157,7 @@ async def run_agentcore(
     # Every name resolved here, before the clock starts: agentcore loads its modules on first
     # use, and the other contenders' imports are outside their timed batch too.
     from agentcore import ModelParams, Task, open_batch, open_driver, tool
+    from agentcore._core.config import DEFAULT_FINAL_INSTRUCTION
 
     spans: list[tuple[int, float, float]] = []
     sent: dict[str, float] = {}
@@ -200,7 +202,7 @@ async def run_agentcore(
         max_turns=1,
         params=ModelParams(tool_choice="required", max_tokens=MAX_TOKENS),
         name="research",
-        **({"final_instruction": None} if plain else {}),
+        **({"final_instruction": DEFAULT_FINAL_INSTRUCTION} if told else {}),
     )
     cpu0, t0, clock0 = self_cpu(), time.perf_counter(), trio.current_time()
     async with (
@@ -471,10 +473,10 @@ def contender_main(args: argparse.Namespace) -> int:
 
         if name.startswith("agentcore"):
             vllm_url = url.replace("http://", "vllm://")
-            plain, warm = name == "agentcore-plain", name != "agentcore-cold"
+            told, warm = name == "agentcore-told", name != "agentcore-cold"
             report = trio.run(
                 lambda: run_agentcore(
-                    vllm_url, n, slots, latency, plain=plain, warm=warm, trace=args.phases
+                    vllm_url, n, slots, latency, told=told, warm=warm, trace=args.phases
                 )
             )
         else:

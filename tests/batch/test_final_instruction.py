@@ -109,6 +109,8 @@ def test_an_instruction_given_is_sent_on_every_backend_and_none_never(
         ("sim://", {}, True),
         ("vllm://127.0.0.1:1", {}, True),  # response_format without tools (and on final)
         ("llamacpp://127.0.0.1:1", {}, True),
+        ("sglang://127.0.0.1:1", {}, True),
+        ("openai://", {"api_key": "k"}, True),  # response_format on every typed request
         ("http://127.0.0.1:1/v1", {}, True),
         ("vllm://127.0.0.1:1", {"response_format": "never"}, False),
         ("dynamo://127.0.0.1:1", {}, False),  # the dialect never sends response_format

@@ -258,29 +258,44 @@ async def test_without_the_warm_up_vllm_still_computes_the_shared_prefix_once(
 
 async def finish_order(server: VllmServer, *, priority: bool) -> list[str]:
     """Eight long low-priority requests (four run, four queue), then a high-priority one just as
-    long; the order in which they finish. The engine runs them in waves of four: the high one
-    finishes in the second wave if it overtook the queue, in the third (last) if it did not."""
+    long; the order in which they finish. The engine runs four at a time: the high one finishes
+    before some of the queued low ones if it overtook the queue, last if it did not.
+
+    The requests must all be in the engine before the high one is sent: the server admits them
+    one by one (rendering and tokenizing each takes it from a fraction of a second to over a
+    second on a loaded machine), so they are long enough (1,200 tokens, several seconds) that
+    none finishes before the last is admitted. A retried request would arrive again behind the
+    high one and confound the order: there must be none."""
     done: list[str] = []
+    seen: list[tuple[float, float]] = []
     backend = agentcore.wire.backend(
-        server.url, model="tiny", priority=priority, extra_body={"min_tokens": 600}
+        server.url, model="tiny", priority=priority, extra_body={"min_tokens": 1200}
     )
-    params = ModelParams(temperature=0.0, max_tokens=600)
+    params = ModelParams(temperature=0.0, max_tokens=1200)
 
     async def ask(driver: agentcore.Driver, name: str, level: int) -> None:
         await driver.generate(f"Say hello, {name}.", params=params, priority=level)
         done.append(name)
 
-    async with open_driver(backend, max_inflight=16) as driver, trio.open_nursery() as nursery:
-        for n in range(8):
-            nursery.start_soon(ask, driver, f"low{n}", -10)
-        with trio.fail_after(30):
-            while True:
-                now = server.metrics()
-                queued = now.get("vllm:num_requests_waiting", 0)
-                if (now.get("vllm:num_requests_running", 0), queued) == (MAX_NUM_SEQS, 4):
-                    break
-                await trio.sleep(0.05)
-        nursery.start_soon(ask, driver, "high", 10)
+    async with open_driver(backend, max_inflight=16) as driver:
+        async with trio.open_nursery() as nursery:
+            for n in range(8):
+                nursery.start_soon(ask, driver, f"low{n}", -10)
+            with trio.move_on_after(60):
+                while not seen or seen[-1] != (MAX_NUM_SEQS, 4):
+                    await trio.sleep(0.05)
+                    now = server.metrics()
+                    state = (
+                        now.get("vllm:num_requests_running", 0),
+                        now.get("vllm:num_requests_waiting", 0),
+                    )
+                    if not seen or seen[-1] != state:
+                        seen.append(state)
+            # (running, waiting) as observed, each change once
+            assert seen[-1] == (MAX_NUM_SEQS, 4), seen
+            nursery.start_soon(ask, driver, "high", 10)
+        stats = driver.statistics()
+    assert stats.attempts == stats.requests == 9, (stats, done, seen)
     return done
 
 

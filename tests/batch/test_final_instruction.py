@@ -9,6 +9,7 @@ tokens no cache can hold (docs/decisions.md).
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import attrs
@@ -17,6 +18,9 @@ import pytest
 import agentcore
 from agentcore import Agent, ModelParams, Task, open_driver, run_batch
 from agentcore._core.config import DEFAULT_FINAL_INSTRUCTION
+from agentcore._distributed.backoff import SharedBackoff
+from agentcore._driver.open import open_client
+from agentcore._driver.options import DriverOptions
 from agentcore._tasks.task import compile_job
 from agentcore.core import (
     AssistantMessage,
@@ -134,7 +138,36 @@ async def test_every_fallback_must_send_the_schema_too() -> None:
     async with open_driver("sim://", fallback=[ScriptedModel(lambda call: "x")]) as driver:
         assert not driver.schema_on_final
     async with open_driver(ScriptedModel(lambda call: "x")) as driver:
-        assert not driver.schema_on_final  # a model client given as such
+        assert not driver.schema_on_final  # a model client that does not say
+
+
+class Saying:
+    """A model client of one's own that says its final requests carry the schema."""
+
+    schema_on_final = True
+
+    async def exchange(self, call: CallModel) -> Any:
+        raise AssertionError("not called")
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_a_model_client_given_as_such_counts_when_it_says_so() -> None:
+    async with open_driver(Saying()) as driver:
+        assert driver.schema_on_final
+    async with open_driver("sim://", fallback=[Saying()]) as driver:
+        assert driver.schema_on_final
+
+
+async def test_a_distributed_workers_shared_back_off_keeps_its_clients_answer() -> None:
+    # Workers wrap their backend's client to pause together; the wrapper sends the same
+    # requests, so a distributed batch sends what a local one sends.
+    async with contextlib.AsyncExitStack() as stack:
+        inner, configured = await open_client(stack, "vllm://127.0.0.1:1", DriverOptions(model="m"))
+        assert configured.schema_on_final
+        async with open_driver(SharedBackoff(inner, None, "pause")) as driver:  # type: ignore[arg-type]
+            assert driver.schema_on_final
 
 
 def instruction_sent(transcript: Any) -> bool:

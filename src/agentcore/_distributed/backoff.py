@@ -55,6 +55,11 @@ class SharedBackoff:
         self.pauses_published = 0
         self.waits = 0
 
+    @property
+    def schema_on_final(self) -> bool:
+        """The wrapped client's (its requests are its own)."""
+        return getattr(self._inner, "schema_on_final", False) is True
+
     async def exchange(self, call: CallModel) -> Exchange:
         """Wait out a published pause, make the attempt, publish a pause if told to slow down."""
         await self._wait()

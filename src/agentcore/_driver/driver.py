@@ -124,8 +124,9 @@ class Driver:
         """Whether every backend of this driver (fallbacks included) sends a typed run's
         output schema with its final request, for the server to constrain the reply to it
         (:attr:`agentcore.wire.Backend.schema_on_final`). Where it does, a task's default
-        final instruction is left out (:attr:`agentcore.Task.final_instruction`). ``False``
-        for a model client given as such."""
+        final instruction is left out (:attr:`agentcore.Task.final_instruction`). A model
+        client given as such counts only when it says so with a ``schema_on_final`` of its
+        own (:class:`~agentcore.wire.ModelClient`)."""
         return self._schema_on_final
 
     @property

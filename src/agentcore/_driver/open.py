@@ -190,7 +190,8 @@ async def _open_fallbacks(
 ) -> tuple[list[tuple[str, ModelClient, SlotLimiter]], bool]:
     """A model client and a slot limiter per fallback backend, opened on ``stack``; and
     whether every one of them sends a typed run's output schema with its final request
-    (:attr:`Backend.schema_on_final`; a model client given as such does not)."""
+    (:attr:`Backend.schema_on_final`; a model client given as such:
+    :func:`client_sends_schema`)."""
     slot_policy, adaptive = limits
     routes: list[tuple[str, ModelClient, SlotLimiter]] = []
     schema_on_final = True
@@ -213,12 +214,19 @@ async def _open_fallbacks(
             schema_on_final = schema_on_final and configured.schema_on_final
         else:
             client = target
-            schema_on_final = False
+            schema_on_final = schema_on_final and client_sends_schema(client)
         slots = SlotLimiter(
             spec.max_inflight or max_inflight, policy=slot_policy, adaptive=adaptive
         )
         routes.append((name, client, slots))
     return routes, schema_on_final
+
+
+def client_sends_schema(client: ModelClient) -> bool:
+    """Whether a model client given as such says that its typed runs' final requests carry
+    the output schema (its own ``schema_on_final``: an :class:`HttpModelClient` asks its
+    codec, a wrapper its inner client); ``False`` for one that does not say."""
+    return getattr(client, "schema_on_final", False) is True
 
 
 def _observers(
@@ -380,8 +388,11 @@ async def _open(
             rates=rates,
             backend=configured,
             schema_on_final=schema_on_final
-            and configured is not None
-            and configured.schema_on_final,
+            and (
+                configured.schema_on_final
+                if configured is not None
+                else client_sends_schema(client)
+            ),
             deps=opts.deps,
             cost=ledger,
             listeners=_observers(opts.trace, opts.otel, model, client) if observed else (),

@@ -47,6 +47,11 @@ class ModelClient(Protocol):
 
     :class:`HttpModelClient` speaks HTTP through a codec and a transport;
     :class:`~agentcore.testing._scripted.ScriptedModel` answers in process for tests.
+
+    Optional: a ``schema_on_final`` attribute, ``True`` when a typed run's final request
+    reaches the server with its output schema for guided decoding (the driver then leaves a
+    task's default final instruction out: :attr:`~agentcore.Driver.schema_on_final`). A
+    client without it counts as ``False``.
     """
 
     async def exchange(self, call: CallModel) -> Exchange:
@@ -153,6 +158,12 @@ class HttpModelClient:
         self.transport = transport
         self.timeouts = timeouts
         self.stream = stream
+
+    @property
+    def schema_on_final(self) -> bool:
+        """Whether a typed run's final request carries its output schema: the codec's
+        ``schema_on_final`` (see :attr:`~agentcore.wire.Backend.schema_on_final`)."""
+        return getattr(self.codec, "schema_on_final", False) is True
 
     async def exchange(self, call: CallModel) -> Exchange:
         """One attempt at ``call`` (see :meth:`ModelClient.exchange`)."""

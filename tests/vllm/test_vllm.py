@@ -256,62 +256,80 @@ async def test_without_the_warm_up_vllm_still_computes_the_shared_prefix_once(
 # ----------------------------------------------------------------------------- priorities
 
 
-async def finish_order(server: VllmServer, *, priority: bool) -> list[str]:
-    """Eight long low-priority requests (four run, four queue), then a high-priority one just as
-    long; the order in which they finish. The engine runs four at a time: the high one finishes
-    before some of the queued low ones if it overtook the queue, last if it did not.
+QUEUED = 8
+"""Low-priority requests waiting in the engine (behind the ``MAX_NUM_SEQS`` running) when the
+high-priority one is sent."""
+
+
+async def finish_order(server: VllmServer, *, priority: bool) -> tuple[list[str], list[str]]:
+    """``MAX_NUM_SEQS + QUEUED`` long low-priority requests (four run, eight queue), then a
+    high-priority one just as long; the order in which they finish, and a log of what was
+    seen (seconds since the start: each request sent and done, the engine's running and
+    waiting counts at each change). The engine runs four at a time: the high one finishes
+    before some of the queued low ones if it overtook them (in the second wave when the
+    server admits it at once), last (alone, in the fourth) if it did not.
 
     The requests must all be in the engine before the high one is sent: the server admits them
     one by one (rendering and tokenizing each takes it from a fraction of a second to over a
     second on a loaded machine), so they are long enough (1,200 tokens, several seconds) that
-    none finishes before the last is admitted. A retried request would arrive again behind the
-    high one and confound the order: there must be none."""
+    none finishes before the last is admitted, and the queue is deep enough that the high one
+    overtakes some of it even if the server admits it late. A retried request would arrive
+    again behind the high one and confound the order: there must be none."""
     done: list[str] = []
-    seen: list[tuple[float, float]] = []
+    log: list[str] = []
+    start = trio.current_time()
     backend = agentcore.wire.backend(
         server.url, model="tiny", priority=priority, extra_body={"min_tokens": 1200}
     )
     params = ModelParams(temperature=0.0, max_tokens=1200)
 
+    def note(what: str) -> None:
+        log.append(f"{trio.current_time() - start:.2f} {what}")
+
     async def ask(driver: agentcore.Driver, name: str, level: int) -> None:
+        note(f"send {name}")
         await driver.generate(f"Say hello, {name}.", params=params, priority=level)
+        note(f"done {name}")
         done.append(name)
 
+    lows, full = MAX_NUM_SEQS + QUEUED, (MAX_NUM_SEQS, QUEUED)
     async with open_driver(backend, max_inflight=16) as driver:
         async with trio.open_nursery() as nursery:
-            for n in range(8):
+            for n in range(lows):
                 nursery.start_soon(ask, driver, f"low{n}", -10)
+            state: tuple[float, float] | None = None
             with trio.move_on_after(60):
-                while not seen or seen[-1] != (MAX_NUM_SEQS, 4):
+                while state != full:
                     await trio.sleep(0.05)
-                    now = server.metrics()
-                    state = (
+                    # In a thread: the requests must not wait on this event loop meanwhile.
+                    now = await trio.to_thread.run_sync(server.metrics)
+                    seen = (
                         now.get("vllm:num_requests_running", 0),
                         now.get("vllm:num_requests_waiting", 0),
                     )
-                    if not seen or seen[-1] != state:
-                        seen.append(state)
-            # (running, waiting) as observed, each change once
-            assert seen[-1] == (MAX_NUM_SEQS, 4), seen
+                    if seen != state:
+                        state = seen
+                        note(f"engine running, waiting = {state}")
+            assert state == full, log
             nursery.start_soon(ask, driver, "high", 10)
         stats = driver.statistics()
-    assert stats.attempts == stats.requests == 9, (stats, done, seen)
-    return done
+    assert stats.attempts == stats.requests == lows + 1, (stats, log)
+    return done, log
 
 
 async def test_a_high_priority_request_overtakes_queued_low_priority_ones(
     vllm: VllmServer,
 ) -> None:
     # agentcore: higher = sooner; vLLM: lower = sooner. The dialect sends -priority.
-    order = await finish_order(vllm, priority=True)
-    assert order[-1] != "high", order
+    order, log = await finish_order(vllm, priority=True)
+    assert order[-1] != "high", log  # it overtook queued low ones (in FCFS order: last)
 
 
 async def test_a_default_fcfs_server_accepts_and_ignores_priority(
     default_vllm: VllmServer,
 ) -> None:
-    order = await finish_order(default_vllm, priority=True)
-    assert order[-1] == "high", order
+    order, log = await finish_order(default_vllm, priority=True)
+    assert order[-1] == "high", log
 
 
 async def test_without_prompt_token_details_cached_tokens_are_unknown_not_zero(

@@ -36,9 +36,9 @@ Contenders, each in its own subprocess (client CPU and peak RSS from ``wait4``):
 
 On request only (``--contenders``): ``agentcore-cold``, the defaults with ``warm=False`` (no
 warm-up request); ``agentcore-told``, the defaults with the default final instruction sent
-anyway (``Task(final_instruction=DEFAULT_FINAL_INSTRUCTION)``, the default before it became
-``"auto"``: a user message of about 80 tokens on the scripted tokenizer, on every final
-request).
+anyway (``Task(final_instruction=agentcore.DEFAULT_FINAL_INSTRUCTION)``, the default before
+it became ``"auto"``: a user message of about 80 tokens on the scripted tokenizer, on every
+final request).
 
 The peers run in their own virtual environments (``bench/_common.peer_python``), installed
 on first use. agentcore runs from its source tree: its modules are byte-compiled before its
@@ -156,8 +156,14 @@ async def run_agentcore(
 
     # Every name resolved here, before the clock starts: agentcore loads its modules on first
     # use, and the other contenders' imports are outside their timed batch too.
-    from agentcore import ModelParams, Task, open_batch, open_driver, tool
-    from agentcore._core.config import DEFAULT_FINAL_INSTRUCTION
+    from agentcore import (
+        DEFAULT_FINAL_INSTRUCTION,
+        ModelParams,
+        Task,
+        open_batch,
+        open_driver,
+        tool,
+    )
 
     spans: list[tuple[int, float, float]] = []
     sent: dict[str, float] = {}

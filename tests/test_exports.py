@@ -28,7 +28,7 @@ NAMESPACES = {
         "TaskFileError",
         # what a run is configured with and ends with
         "ModelParams", "Usage", "AbortKind", "AbortReason", "ErrorKind", "ModelError",
-        "ToolError", "Budget", "BudgetExceeded", "UsageLimits",
+        "ToolError", "Budget", "BudgetExceeded", "UsageLimits", "DEFAULT_FINAL_INSTRUCTION",
         # tools
         "Tool", "tool", "ToolExecutorStatistics", "ToolStatistics", "RunContext",
         "McpServer", "McpToolError", "open_mcp_tools",

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from ._core.budgets import Budget as Budget
     from ._core.budgets import BudgetExceeded as BudgetExceeded
     from ._core.budgets import UsageLimits as UsageLimits
+    from ._core.config import DEFAULT_FINAL_INSTRUCTION as DEFAULT_FINAL_INSTRUCTION
 
     # tools
     from ._tools.context import RunContext as RunContext
@@ -155,6 +156,7 @@ _EXPORTS: dict[str, str] = {
     "Budget": "_core.budgets",
     "BudgetExceeded": "_core.budgets",
     "UsageLimits": "_core.budgets",
+    "DEFAULT_FINAL_INSTRUCTION": "_core.config",
     # tools
     "RunContext": "_tools.context",
     "Tool": "_tools.spec",
@@ -221,6 +223,7 @@ _EXPORTS: dict[str, str] = {
 _SUBMODULES = frozenset({"core", "sim", "testing", "wire"})
 
 __all__ = [
+    "DEFAULT_FINAL_INSTRUCTION",
     "AbortKind",
     "AbortReason",
     "Agent",

@@ -16,8 +16,7 @@ import attrs
 import pytest
 
 import agentcore
-from agentcore import Agent, ModelParams, Task, open_driver, run_batch
-from agentcore._core.config import DEFAULT_FINAL_INSTRUCTION
+from agentcore import DEFAULT_FINAL_INSTRUCTION, Agent, ModelParams, Task, open_driver, run_batch
 from agentcore._distributed.backoff import SharedBackoff
 from agentcore._driver.open import open_client
 from agentcore._driver.options import DriverOptions

@@ -71,6 +71,8 @@ DEFAULT_FINAL_INSTRUCTION: Final = (
     "You have used all your tool turns. Do not call any tools. "
     "Give your final answer now, based on what you already know."
 )
+"""The user message of a run's forced final request, unless configured otherwise
+(``LoopConfig.final_instruction``, ``Task.final_instruction``)."""
 
 DEFAULT_PLANNING_INSTRUCTION: Final = (
     "Before you act, write a short plan: what you know so far, what is still missing, and "

@@ -129,8 +129,8 @@ class Task(Generic[T]):
     """Expected reply length, passed to the server as a hint."""
     final_instruction: str | None = AUTO
     """The user message of the request forced once ``max_turns`` tool turns are spent
-    (``LoopConfig.final_instruction``). ``"auto"`` (the default): the core's default
-    instruction (``DEFAULT_FINAL_INSTRUCTION``: the tools are spent, answer now), left out
+    (``LoopConfig.final_instruction``). ``"auto"`` (the default): the default instruction
+    (:data:`agentcore.DEFAULT_FINAL_INSTRUCTION`: the tools are spent, answer now), left out
     of a typed task's runs on a driver whose every backend sends the output schema with that
     request (:attr:`~agentcore.Driver.schema_on_final`): the server's guided decoding then
     admits nothing but the answer, and the request is what a hand-written loop sends.

@@ -259,28 +259,38 @@ async def test_without_the_warm_up_vllm_still_computes_the_shared_prefix_once(
 QUEUED = 8
 """Low-priority requests waiting in the engine (behind the ``MAX_NUM_SEQS`` running) when the
 high-priority one is sent."""
-LOW, HIGH = 1200, 1300
+LOW, HIGH = 1200, 2400
 """Tokens each low request and the high one generate (``min_tokens`` = ``max_tokens``)."""
 
 
 async def finish_order(server: VllmServer, *, priority: bool) -> tuple[list[str], str]:
     """``MAX_NUM_SEQS + QUEUED`` long low-priority requests (four run, eight queue), then a
-    high-priority one a little longer; the order in which they finish, and a log of what was
+    high-priority one twice as long; the order in which they finish, and a log of what was
     seen (seconds since the start: each request sent and done, the engine's running and
     waiting counts at each change).
 
-    The engine runs four at a time and every running request gains one token a step. Served in
-    arrival order, the high one starts no earlier than the last low one, in the same step at
-    best, and being 100 tokens longer it finishes last. Served first, it starts as soon as a
-    slot frees and finishes long before the low ones behind it. (Equally long requests that
-    start in the same step finish in the same step, and arrive at the client in any order.)
+    The engine runs four at a time and every running request gains one token a step (a wave of
+    low requests takes about 2.5 s here). Served in arrival order, the high one starts after
+    every low one and finishes last, a wave and more after the last of them. Served first, it
+    starts as soon as a slot frees and finishes a wave before the last low ones. The margins
+    are that wide because the server's HTTP front end, short of CPU on two cores beside its
+    engine, sometimes hands several finished replies over at once, in any order.
 
-    The low requests must all be in the engine before the high one is sent, so they are long
-    enough (over two seconds a wave here) that none finishes before the last is admitted; the
-    queue is deep enough that the high one still overtakes some of it if the server admits it
-    late. The engine's counts are read in a thread: a blocking read on the event loop held the
-    requests back. A retried request would arrive again behind the high one and confound the
-    order: there must be none."""
+    The low requests must all be in the engine before the high one is sent. When the engine's
+    counts never showed them all there (the front end answered ``/metrics`` too late), that
+    attempt is no experiment: it is cancelled and run again, up to three times. A retried
+    request would arrive again behind the high one and confound the order: there must be
+    none."""
+    logs: list[str] = []
+    for _ in range(3):
+        order, log = await _one_order(server, priority=priority)
+        if order is not None:
+            return order, log
+        logs.append(log)
+    pytest.fail("the engine never held every low request at once:\n" + "\n--\n".join(logs))
+
+
+async def _one_order(server: VllmServer, *, priority: bool) -> tuple[list[str] | None, str]:
     done: list[str] = []
     log: list[str] = []
     start = trio.current_time()
@@ -300,6 +310,11 @@ async def finish_order(server: VllmServer, *, priority: bool) -> tuple[list[str]
         note(f"done {name}")
         done.append(name)
 
+    async def engine() -> tuple[float, float]:
+        # In a thread: the requests must not wait on this event loop meanwhile.
+        now = await trio.to_thread.run_sync(server.metrics)
+        return (now.get("vllm:num_requests_running", 0), now.get("vllm:num_requests_waiting", 0))
+
     lows, full = MAX_NUM_SEQS + QUEUED, (MAX_NUM_SEQS, QUEUED)
     async with (
         open_driver(backend(LOW), max_inflight=16) as low,
@@ -310,22 +325,25 @@ async def finish_order(server: VllmServer, *, priority: bool) -> tuple[list[str]
                 nursery.start_soon(ask, low, f"low{n}", -10, LOW)
             state: tuple[float, float] | None = None
             with trio.move_on_after(60):
-                while state != full:
-                    await trio.sleep(0.05)
-                    # In a thread: the requests must not wait on this event loop meanwhile.
-                    now = await trio.to_thread.run_sync(server.metrics)
-                    seen = (
-                        now.get("vllm:num_requests_running", 0),
-                        now.get("vllm:num_requests_waiting", 0),
-                    )
+                while state != full and len(done) < lows:
+                    await trio.sleep(0.2)
+                    seen = await engine()
                     if seen != state:
                         state = seen
                         note(f"engine running, waiting = {state}")
-            assert state == full, "\n".join(log)
-            nursery.start_soon(ask, high, "high", 10, HIGH)
+            if state != full:
+                nursery.cancel_scope.cancel()
+            else:
+                nursery.start_soon(ask, high, "high", 10, HIGH)
         stats = [low.statistics(), high.statistics()]
-    assert [(s.attempts, s.requests) for s in stats] == [(lows, lows), (1, 1)], "\n".join(log)
-    return done, "\n".join(log)
+    text = "\n".join(log)
+    if state != full:
+        with trio.fail_after(30):  # the cancelled requests leave the engine
+            while await engine() != (0, 0):
+                await trio.sleep(0.2)
+        return None, text
+    assert [(s.attempts, s.requests) for s in stats] == [(lows, lows), (1, 1)], text
+    return done, text
 
 
 async def test_a_high_priority_request_overtakes_queued_low_priority_ones(

@@ -8,8 +8,8 @@ missing install or a server that does not start fails the tests loudly. Without 
 Servers run on free 127.0.0.1 ports with the scripted ``tiny`` model of
 ``tools/vllm/make_model.py`` (greedy reply "Hello from the tiny model.", a tool call only when
 one is forced, the shortest valid JSON under a schema), ``--max-num-seqs 4``, and are stopped
-by pid. Starting one takes 40-75 s, so the module shares one and only the tests that need
-other flags or a restart start their own.
+by pid. Starting one takes 20-75 s, so the module shares one and only the tests that need
+other flags, another model (the priority tests: ``small``) or a restart start their own.
 """
 
 from __future__ import annotations
@@ -47,3 +47,18 @@ def default_vllm() -> Iterator[VllmServer]:
     """A server with vLLM's defaults for the flags agentcore cares about: FCFS scheduling and no
     prompt-token details. Shared by a module's tests; the restart test stops and starts it."""
     yield from _server("--fcfs", "--plain")
+
+
+@pytest.fixture
+def slow_vllm() -> Iterator[VllmServer]:
+    """The agentcore-ready server with the 13 M ``small`` model, for one test: its decode steps
+    are slow enough that the server's HTTP front end hands each reply over as it finishes
+    (with the 0.7 M model, short of CPU on two cores, it often held every reply until the
+    engine was idle)."""
+    yield from _server("--model", "small")
+
+
+@pytest.fixture
+def slow_fcfs_vllm() -> Iterator[VllmServer]:
+    """``slow_vllm`` with vLLM's defaults for the scheduler and prompt-token details."""
+    yield from _server("--model", "small", "--fcfs", "--plain")

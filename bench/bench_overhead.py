@@ -36,6 +36,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (
     BASELINES,
     ListeningProcess,
+    Measured,
     batchagent_python,
     fmt,
     lookup_workload,
@@ -118,24 +120,49 @@ def main(argv: list[str] | None = None) -> int:
     if any(c.startswith("batchagent") for c in contenders):
         batchagent_python()
     print(f"machine: {machine()}")
-    runs: dict[str, list[dict[str, Any]]] = {c: [] for c in contenders}
+    runs = measure(
+        contenders,
+        args,
+        env=lambda name: (
+            {**os.environ, "PYTHONPATH": args.ref_src} if name == "agentcore-ref" else None
+        ),
+    )
+    print()
+    print(report_table(runs, args))
+    if args.json:
+        Path(args.json).write_text(json.dumps(runs, indent=1))
+    return 0
+
+
+def measure(
+    names: Sequence[str],
+    args: argparse.Namespace,
+    *,
+    contender: Callable[[str], str] = lambda name: name,
+    env: Callable[[str], Mapping[str, str] | None] = lambda name: None,
+    check: Callable[[str, Measured], None] = lambda name, measured: None,
+) -> dict[str, list[dict[str, Any]]]:
+    """Every run of ``names``: one fixed-latency server (``args.latency``) and one *lookup*
+    workload (``args.n`` agents, ``args.tool_latency``) for all of them, ``args.repeats``
+    passes in rotated order, each run of ``contender(name)``'s program (``contender_argv``)
+    in a subprocess with ``env(name)`` and ``args.time_limit``; ``check`` sees each run
+    first (it may stop the benchmark). A run's record is its report with its process CPU,
+    peak RSS, the server's CPU during it and, for a run that crashed, ``crash``."""
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     server = ServerProcess(args.latency)
     try:
         with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
             workload = lookup_workload(args.n, tool_latency=args.tool_latency)
             workload_file = workload.dump(Path(tmp) / "workload.json")
-            for repeat, name in rotations(contenders, args.repeats):
+            for repeat, name in rotations(names, args.repeats):
                 server_cpu = server.cpu()
                 started = time.perf_counter()
                 measured = run_measured(
-                    contender_argv(name, workload_file, server.port, args.slots),
+                    contender_argv(contender(name), workload_file, server.port, args.slots),
                     timeout=args.time_limit,
-                    env=(
-                        {**os.environ, "PYTHONPATH": args.ref_src}
-                        if name == "agentcore-ref"
-                        else None
-                    ),
+                    env=env(name),
                 )
+                check(name, measured)
                 result = {
                     **measured.report,
                     "process_cpu": measured.cpu,
@@ -157,11 +184,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"      {result.get('crash') or result.get('errors')}", flush=True)
     finally:
         server.stop()
-    print()
-    print(report_table(runs, args))
-    if args.json:
-        Path(args.json).write_text(json.dumps(runs, indent=1))
-    return 0
+    return runs
 
 
 def report_table(runs: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> str:

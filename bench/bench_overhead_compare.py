@@ -21,13 +21,11 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import fmt, lookup_workload, machine, rotations, run_measured, table
-from bench_overhead import ServerProcess, contender_argv
+from _common import Measured, fmt, machine, table
+from bench_overhead import measure
 
 MEASURES = (
     ("wall", "batch wall s"),
@@ -49,34 +47,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     trees = [str(src.resolve()) for src in args.src]
     print(f"machine: {machine()}")
-    runs: dict[str, list[dict[str, Any]]] = {tree: [] for tree in trees}
-    server = ServerProcess(args.latency)
-    try:
-        with tempfile.TemporaryDirectory(prefix="bench-overhead-compare-") as tmp:
-            workload = lookup_workload(args.n, tool_latency=args.tool_latency)
-            workload_file = workload.dump(Path(tmp) / "workload.json")
-            for repeat, tree in rotations(trees, args.repeats):
-                measured = run_measured(
-                    contender_argv("agentcore", workload_file, server.port, args.slots),
-                    timeout=args.time_limit,
-                    env={**os.environ, "PYTHONPATH": tree},
-                )
-                report = measured.report
-                if measured.returncode != 0 or not report or report.get("ok") != args.n:
-                    print(measured.stderr.strip()[-2000:], file=sys.stderr)
-                    raise SystemExit(f"{tree}: the run failed ({report.get('errors')})")
-                if Path(report["agentcore"]).parent != Path(tree):
-                    raise SystemExit(f"{tree}: the runner imported {report['agentcore']}")
-                result = {**report, "process_cpu": measured.cpu, "rss_mb": measured.max_rss_mb}
-                runs[tree].append(result)
-                print(
-                    f"  run {repeat + 1} {tree}: wall {fmt(result['wall'])} s, batch CPU "
-                    f"{fmt(result['cpu'])} s, process CPU {fmt(result['process_cpu'])} s, "
-                    f"RSS {fmt(result['rss_mb'], 0)} MB",
-                    flush=True,
-                )
-    finally:
-        server.stop()
+
+    def check(tree: str, measured: Measured) -> None:
+        report = measured.report
+        if measured.returncode != 0 or not report or report.get("ok") != args.n:
+            print(measured.stderr.strip()[-2000:], file=sys.stderr)
+            raise SystemExit(f"{tree}: the run failed ({report.get('errors')})")
+        if Path(report["agentcore"]).parent != Path(tree):
+            raise SystemExit(f"{tree}: the runner imported {report['agentcore']}")
+
+    runs = measure(
+        trees,
+        args,
+        contender=lambda tree: "agentcore",
+        env=lambda tree: {**os.environ, "PYTHONPATH": tree},
+        check=check,
+    )
     print(
         f"\noverhead: N={args.n} x 2 turns, {int(args.latency * 1000)} ms model, "
         f"{int(args.tool_latency * 1000)} ms tool, {args.slots} slots; medians of "

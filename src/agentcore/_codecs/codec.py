@@ -28,6 +28,7 @@ __all__ = [
     "ToolCallDelta",
     "TransportKind",
     "WarmUp",
+    "says_schema_on_final",
 ]
 
 
@@ -131,4 +132,11 @@ class Backend:
         constrain the reply with (``response_format`` on the OpenAI-compatible dialects, unless
         ``response_format="never"``): the codec's own ``schema_on_final``, ``False`` for a
         codec without one (Anthropic, Bedrock: the schema is in the system prompt only)."""
-        return getattr(self.codec, "schema_on_final", False) is True
+        return says_schema_on_final(self.codec)
+
+
+def says_schema_on_final(obj: object) -> bool:
+    """Whether a codec or a model client says, with a ``schema_on_final`` of its own, that a
+    typed run's final request goes out with the output schema (``False`` when it says
+    nothing: the attribute is optional)."""
+    return getattr(obj, "schema_on_final", False) is True

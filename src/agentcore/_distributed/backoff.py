@@ -22,6 +22,7 @@ import random
 
 import trio
 
+from .._codecs.codec import says_schema_on_final
 from .._codecs.exchange import Exchange
 from .._core.error_policy import policy_of
 from .._core.events import CallModel, ModelFailed
@@ -58,7 +59,7 @@ class SharedBackoff:
     @property
     def schema_on_final(self) -> bool:
         """The wrapped client's (its requests are its own)."""
-        return getattr(self._inner, "schema_on_final", False) is True
+        return says_schema_on_final(self._inner)
 
     async def exchange(self, call: CallModel) -> Exchange:
         """Wait out a published pause, make the attempt, publish a pause if told to slow down."""

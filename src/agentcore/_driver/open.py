@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from .._codecs.codec import Backend
+from .._codecs.codec import Backend, says_schema_on_final
 from .._codecs.http import Timeouts
 from .._core.cost import CostLedger
 from .._core.errors import ConfigError
@@ -191,7 +191,7 @@ async def _open_fallbacks(
     """A model client and a slot limiter per fallback backend, opened on ``stack``; and
     whether every one of them sends a typed run's output schema with its final request
     (:attr:`Backend.schema_on_final`; a model client given as such:
-    :func:`client_sends_schema`)."""
+    :func:`~agentcore._codecs.codec.says_schema_on_final`)."""
     slot_policy, adaptive = limits
     routes: list[tuple[str, ModelClient, SlotLimiter]] = []
     schema_on_final = True
@@ -214,19 +214,12 @@ async def _open_fallbacks(
             schema_on_final = schema_on_final and configured.schema_on_final
         else:
             client = target
-            schema_on_final = schema_on_final and client_sends_schema(client)
+            schema_on_final = schema_on_final and says_schema_on_final(client)
         slots = SlotLimiter(
             spec.max_inflight or max_inflight, policy=slot_policy, adaptive=adaptive
         )
         routes.append((name, client, slots))
     return routes, schema_on_final
-
-
-def client_sends_schema(client: ModelClient) -> bool:
-    """Whether a model client given as such says that its typed runs' final requests carry
-    the output schema (its own ``schema_on_final``: an :class:`HttpModelClient` asks its
-    codec, a wrapper its inner client); ``False`` for one that does not say."""
-    return getattr(client, "schema_on_final", False) is True
 
 
 def _observers(
@@ -391,7 +384,7 @@ async def _open(
             and (
                 configured.schema_on_final
                 if configured is not None
-                else client_sends_schema(client)
+                else says_schema_on_final(client)
             ),
             deps=opts.deps,
             cost=ledger,

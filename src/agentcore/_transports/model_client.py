@@ -22,7 +22,7 @@ import attrs
 import trio
 
 from .._codecs.classify import transport_failure, unusable_request
-from .._codecs.codec import Codec, Delta, TextDelta
+from .._codecs.codec import Codec, Delta, TextDelta, says_schema_on_final
 from .._codecs.exchange import Exchange
 from .._codecs.http import Headers, HttpRequest, Timeouts, header
 from .._codecs.jsonbody import LARGE_DOCUMENT
@@ -163,7 +163,7 @@ class HttpModelClient:
     def schema_on_final(self) -> bool:
         """Whether a typed run's final request carries its output schema: the codec's
         ``schema_on_final`` (see :attr:`~agentcore.wire.Backend.schema_on_final`)."""
-        return getattr(self.codec, "schema_on_final", False) is True
+        return says_schema_on_final(self.codec)
 
     async def exchange(self, call: CallModel) -> Exchange:
         """One attempt at ``call`` (see :meth:`ModelClient.exchange`)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentcore import AbortKind, ConfigError, ToolError
+from agentcore import AbortKind, Budget, BudgetExceeded, ConfigError, ToolError
 from agentcore._core.results import ToolFailures
 from agentcore.core import (
     Abort,
@@ -15,6 +15,7 @@ from agentcore.core import (
     ToolFailed,
     ToolMessage,
     ToolReturned,
+    UserMessage,
     dumps,
     loads,
 )
@@ -136,3 +137,39 @@ def test_tool_failures_merge_and_describe_the_worst_tools_first() -> None:
     assert merged.first["read"] == "OSError: gone"
     assert merged.describe() == "read 3 (OSError: gone); fetch 1 (timeout: slow)"
     assert ToolFailures().describe() == ""
+
+
+def _refused(call_id: str) -> ToolFailed:
+    exceeded = BudgetExceeded(Budget.TOOL_CALLS, "batch", 4, 4)
+    return ToolFailed(call_id, ToolError("budget_exhausted", exceeded.describe()), exceeded)
+
+
+def test_a_call_refused_by_a_spent_batch_budget_is_told_and_the_next_request_is_final() -> None:
+    loop = make_loop(max_tool_failures=0, final_instruction="Answer now.")
+    loop.start()
+    loop.handle(tool_reply("run-1/0", add_call("c0"), add_call("c1")))
+    assert loop.handle(ToolReturned("c0", "5")) == ()
+    call = only_call_model(loop.handle(_refused("c1")))
+    # Not a tool failure (max_tool_failures=0 would end the run), not a call started; the
+    # model sees why, and the request withholds the tools with the final instruction.
+    assert loop.tool_failures.total == 0
+    assert loop.statistics().tool_calls == 1
+    refused = call.messages[-2]
+    assert isinstance(refused, ToolMessage) and refused.is_error
+    assert "was not run: the batch budget for tool_calls ran out (4 used, limit 4)" in (
+        refused.content
+    )
+    assert call.messages[-1] == UserMessage("Answer now.")
+    assert call.hints.final and call.params.tool_choice == "none"
+
+
+def test_a_refusal_before_the_last_result_of_its_turn_survives_a_snapshot() -> None:
+    config = make_config(final_instruction="Answer now.")
+    loop = AgentLoop(config, [UserMessage("go")])
+    loop.start()
+    loop.handle(tool_reply("run-1/0", add_call("c0"), add_call("c1")))
+    loop.handle(_refused("c0"))
+    restored = AgentLoop.restore(config, loads(dumps(loop.snapshot()), LoopSnapshot))
+    assert loads(dumps(_refused("c0")), ToolFailed) == _refused("c0")
+    call = only_call_model(restored.handle(ToolReturned("c1", "5")))
+    assert call.hints.final

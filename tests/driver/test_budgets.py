@@ -20,8 +20,9 @@ from agentcore import (
     open_driver,
     run_batch,
 )
+from agentcore.core import AssistantMessage, CallModel, ToolCall, ToolMessage
 from agentcore.testing import ScriptedModel
-from tests.driver.helpers import agent_of, make_loop, task_census, tool_then_answer
+from tests.driver.helpers import agent_of, make_loop, task_census, tool_results, tool_then_answer
 from tests.driver.test_batches import nap_tool
 
 
@@ -94,6 +95,48 @@ async def test_a_spent_batch_budget_in_cancel_mode_ends_the_running_agents_at_on
         assert result.status == "failed"
         exceeded = budget_of(result)
         assert (exceeded.budget, exceeded.scope) == (Budget.TOOL_CALLS, "batch")
+
+
+def three_naps_then_answer(call: CallModel) -> str | AssistantMessage:
+    """One ``nap`` call per turn for three turns, then the answer (at once when the request
+    withholds the tools: the final one)."""
+    done = tool_results(call)
+    if call.params.tool_choice == "none" or len(done) >= 3:
+        return f"answer after {len(done)} results"
+    key = f"{agent_of(call)}-{len(done)}"
+    return AssistantMessage(
+        tool_calls=(ToolCall(f"call_{len(done)}", "nap", f'{{"key": "{key}"}}'),)
+    )
+
+
+async def test_a_batch_tool_call_budget_in_finish_mode_is_an_exact_count_and_refused_agents_answer(
+    autojump_clock: Any,
+) -> None:
+    log: list[str] = []
+    nap = nap_tool(1.0, log)
+    model = ScriptedModel(three_naps_then_answer, latency=1.0)
+    task = Task(prompt="go {input}", tools=[nap])
+    results = await run_batch(
+        task, range(10), backend=model, budget=UsageLimits(tool_calls=15), on_budget="finish"
+    )
+    # Ten agents want 30 calls; exactly 15 run. An agent whose call found no room sees why
+    # as that call's result, and its next request is the final one: it still answers.
+    assert len(log) == 15
+    assert [r.status for r in results] == ["ok"] * 10
+    refused = [
+        m
+        for r in results
+        for m in r.transcript
+        if isinstance(m, ToolMessage) and "was not run" in m.content
+    ]
+    assert len(refused) == 10
+    assert all(
+        m.is_error and "tool_calls ran out (15 used, limit 15)" in m.content for m in refused
+    )
+    assert all(r.tool_failures.total == 0 for r in results)
+    finals = [c for c in model.calls if c.params.tool_choice == "none"]
+    assert len(finals) == 10  # every agent was refused once, then asked for its answer
+    assert sorted(len(tool_results(c)) for c in finals) == [2] * 5 + [3] * 5
 
 
 async def test_a_request_whose_prompt_alone_passes_a_token_budget_is_never_sent(
@@ -183,7 +226,7 @@ def run_virtual(scenario: Any) -> Any:
     mode=st.sampled_from(["finish", "cancel"]),
     max_active=st.none() | st.integers(1, 3),
 )
-def test_a_cancel_mode_batch_never_starts_past_its_count_limits_and_every_input_reports(
+def test_a_batch_in_either_mode_never_starts_past_its_count_limits_and_every_input_reports(
     *,
     agents: int,
     calls_per_turn: int,
@@ -217,9 +260,8 @@ def test_a_cancel_mode_batch_never_starts_past_its_count_limits_and_every_input_
 
     received, tools_run = run_virtual(scenario)
     assert sorted(r.index for r in received) == list(range(agents))
-    if mode == "cancel":
-        assert requests is None or len(model.calls) <= requests
-        assert tool_calls is None or tools_run <= tool_calls
+    assert requests is None or len(model.calls) <= requests
+    assert tool_calls is None or tools_run <= tool_calls
     for result in received:
         assert result.status in ("ok", "failed")
         if result.status == "failed":

@@ -12,7 +12,17 @@ import attrs
 import pytest
 
 import agentcore
-from agentcore import AbortKind, AbortReason, ErrorKind, ModelError, ModelParams, ToolError, Usage
+from agentcore import (
+    AbortKind,
+    AbortReason,
+    Budget,
+    BudgetExceeded,
+    ErrorKind,
+    ModelError,
+    ModelParams,
+    ToolError,
+    Usage,
+)
 from agentcore.core import (
     Abort,
     AgentHints,
@@ -109,7 +119,18 @@ GOLDEN: list[tuple[str, Any, bytes]] = [
         "tool_failed",
         ToolFailed("call_2", ToolError("TimeoutError", "tool timed out")),
         b'{"type":"tool_failed","call_id":"call_2",'
-        b'"error":{"type":"TimeoutError","message":"tool timed out"}}',
+        b'"error":{"type":"TimeoutError","message":"tool timed out"},"budget":null}',
+    ),
+    (
+        "tool_refused_by_a_budget",
+        ToolFailed(
+            "call_3",
+            ToolError("budget_exhausted", "out"),
+            BudgetExceeded(Budget.TOOL_CALLS, "batch", 15, 15),
+        ),
+        b'{"type":"tool_failed","call_id":"call_3",'
+        b'"error":{"type":"budget_exhausted","message":"out"},'
+        b'"budget":{"budget":"tool_calls","scope":"batch","limit":15,"used":15}}',
     ),
     (
         "cancel_requested",
@@ -265,6 +286,12 @@ LEGACY: list[tuple[str, bytes, Any]] = [
         b'{"type":"abort","reason":{"kind":"cancelled","message":"cancelled","error":null},'
         b'"transcript":[],"usage":{"prompt_tokens":0,"completion_tokens":0,"cached_tokens":null}}',
         Abort(AbortReason(AbortKind.CANCELLED, "cancelled"), transcript=(), usage=Usage()),
+    ),
+    (
+        "tool_failed_before_budgets",
+        b'{"type":"tool_failed","call_id":"call_2",'
+        b'"error":{"type":"TimeoutError","message":"tool timed out"}}',
+        ToolFailed("call_2", ToolError("TimeoutError", "tool timed out")),
     ),
     (
         "loop_snapshot_before_tool_call_count",

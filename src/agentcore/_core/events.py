@@ -138,10 +138,15 @@ class ToolReturned:
 
 @attrs.frozen
 class ToolFailed:
-    """The tool call ``call_id`` failed (raised, timed out, was rate limited...)."""
+    """The tool call ``call_id`` failed (raised, timed out, was rate limited...), or was not
+    run because its batch's tool-call budget had no room for it (``budget``)."""
 
     call_id: str
     error: ToolError
+    budget: BudgetExceeded | None = None
+    """The spent budget that refused the call (``None``: the call ran, or could not, for
+    another reason). The loop tells the model, does not count it as a tool failure, and
+    makes its next request the final one: no more tools can be called."""
 
 
 @attrs.frozen

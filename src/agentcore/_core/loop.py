@@ -41,10 +41,13 @@ arguments: servers render the history through a chat template that parses the ar
 only JSON objects while the model still sees what it sent.
 
 After ``max_turns`` tool turns, the next request is the *final* one: no tools, a user message
-with ``final_instruction``, ``hints.final`` set. A final reply that still asks for tools ends
-the run with ``Abort(MAX_TURNS)``. Repair turns do not count as tool turns, so every run makes
-at most ``max_turns + 1 + max_output_retries + max_tool_errors`` model requests (the last term
-for replies that lacked a required tool call).
+with ``final_instruction``, ``hints.final`` set. So is the request after a turn one of whose
+calls was refused by its batch's spent tool-call budget (a ``ToolFailed`` carrying the
+``budget``): the model is told the call was not run and no more can be, and is asked for its
+answer; a refused call counts neither as a tool failure nor as a call started. A final reply
+that still asks for tools ends the run with ``Abort(MAX_TURNS)``. Repair turns do not count
+as tool turns, so every run makes at most ``max_turns + 1 + max_output_retries +
+max_tool_errors`` model requests (the last term for replies that lacked a required tool call).
 
 Planning (``config.planning_interval`` = N): before the first request, and after every N-th
 tool turn (unless the next request is the final one), the loop first asks for a *plan*: it
@@ -222,7 +225,8 @@ class LoopSnapshot:
     tool_errors: int
     output_retries: int
     final: bool
-    """Whether the forced final request has been emitted."""
+    """Whether the forced final request has been emitted or, while tools are outstanding,
+    is the next request (a call of the turn was refused by a spent batch budget)."""
     usage: Usage
     results: tuple[ToolMessage | None, ...] = ()
     """Per call of the current tool turn (model order): its result, or ``None`` while it is
@@ -876,6 +880,8 @@ class AgentLoop:
 
     def _on_tool_failed(self, event: ToolFailed) -> tuple[Effect, ...]:
         error = event.error
+        if event.budget is not None:
+            return self._on_tool_refused(event, event.budget)
         content = f"Error: the tool failed ({error.type}): {error.message}"
         index = self._pending.get(event.call_id)
         if index is not None:  # else ``_on_tool_result`` reports the illegal event
@@ -896,9 +902,23 @@ class AgentLoop:
                 )
         return self._on_tool_result(event, event.call_id, content, is_error=True)
 
+    def _on_tool_refused(self, event: ToolFailed, exceeded: BudgetExceeded) -> tuple[Effect, ...]:
+        # Not run, so neither a tool failure nor a call started; the tools are spent, so the
+        # request after this turn is the final one.
+        if event.call_id in self._pending:  # else ``_on_tool_result`` reports the illegal event
+            self._tool_calls -= 1
+            self._final = True
+        content = (
+            f"Error: this call was not run: {exceeded.describe()}. No more tools can be "
+            "called; give your final answer with what you have."
+        )
+        return self._on_tool_result(event, event.call_id, content, is_error=True)
+
     def _next_after_tools(self) -> tuple[Effect, ...]:
         config = self._config
-        if self._tool_turns >= config.max_turns:
+        # ``_final`` is already set when a call of this turn was refused by a spent batch
+        # budget (no tool turn follows a final request otherwise).
+        if self._final or self._tool_turns >= config.max_turns:
             self._final = True
             if config.final_instruction is not None:
                 self._transcript.append(UserMessage(config.final_instruction))

@@ -11,9 +11,11 @@ reserved by the batch's requests in flight, plus this reservation fit every toke
 the request count its budget); when it ends, its reservation gives way to the tokens its reply
 reports. So a batch passes a token limit only by what its requests in flight use beyond their
 reservations: never for output tokens when ``max_tokens`` is set, and by the error of the
-prompt estimate for input tokens. Every tool call is counted when it starts. Before starting a
-new run, the driver asks :meth:`BudgetGuard.refuses_run`: once a budget has no room, no run
-starts (each remaining input reports a ``failed`` result with ``AbortKind.BUDGET_EXHAUSTED``).
+prompt estimate for input tokens. Every tool call is counted when it starts, and one starts
+only while the count is below the tool-call limit (:meth:`BudgetGuard.before_tool_call`).
+Before starting a new run, the driver asks :meth:`BudgetGuard.refuses_run`: once a budget has
+no room, no run starts (each remaining input reports a ``failed`` result with
+``AbortKind.BUDGET_EXHAUSTED``).
 
 A request that does not fit beside the reservations of requests in flight waits (holding its
 slot) until one of them ends, and is checked again with what it really used. A request that
@@ -22,7 +24,9 @@ sent. What a refusal does is the user's choice (``on_budget``):
 
 - ``"finish"``: the run that wanted to send it ends ``failed`` with the budget as its reason;
   the other runs go on, each request of theirs reserved the same way, so requests in flight
-  finish and their replies are kept;
+  finish and their replies are kept. A tool call without room is not run: its run's loop gets
+  a ``ToolFailed`` carrying the budget, which the model sees as the call's result, and the
+  run's next request is its final one (no tools), so the agent still answers with what it has;
 - ``"cancel"``: the first request or tool call without room (or a reply whose tokens spend a
   token budget) cancels every run of the batch at once. Each reports ``failed`` with the
   budget as its reason.
@@ -36,7 +40,7 @@ from typing import Literal
 import trio
 
 from .._core.budgets import BatchLedger, Budget, BudgetExceeded, UsageLimits
-from .._core.events import CallModel, ModelFailed, ModelResponded
+from .._core.events import CallModel, CallTool, ModelFailed, ModelResponded, ToolError, ToolFailed
 from .._core.ratebudget import TokenEstimator
 from .._core.validators import check_choice
 from .rate_limiter import prompt_chars
@@ -129,18 +133,27 @@ class BudgetGuard:
             self.ledger.settle(held[0], held[1], None)
             self._settled.unpark_all()
 
-    async def before_tool_call(self) -> None:
-        """Count a tool call about to start; in ``cancel`` mode, refuse it without room.
+    async def before_tool_call(self, call: CallTool) -> ToolFailed | None:
+        """Count a tool call about to start, or refuse it when the tool-call budget has no
+        room: in ``finish`` mode its run gets the refusal as the call's outcome (the loop
+        tells the model and asks for the final answer), in ``cancel`` mode every run of the
+        batch is cancelled.
+
+        Returns:
+            ``None`` (the call was counted: start it), or the ``ToolFailed`` to hand the
+            loop instead of running the call.
 
         Raises:
-            trio.Cancelled: the budget had no room, so the batch's runs were cancelled.
+            trio.Cancelled: ``cancel`` mode, without room: the batch's runs were cancelled.
         """
+        over = self.ledger.check_tool_call()
+        if over is None:
+            self.ledger.start_tool_call()
+            return None
         if self._cancel:
-            over = self.ledger.check_tool_call()
-            if over is not None:
-                self._cancel_runs(over)
-                await trio.lowlevel.checkpoint()  # the caller's run is cancelled: this raises
-        self.ledger.start_tool_call()
+            self._cancel_runs(over)
+        await trio.lowlevel.checkpoint()  # cancel mode: the caller's run is cancelled, this raises
+        return ToolFailed(call.call_id, ToolError("budget_exhausted", over.describe()), over)
 
     def _cancel_runs(self, over: BudgetExceeded) -> None:
         for run in list(self._group.runs):

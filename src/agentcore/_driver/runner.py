@@ -250,8 +250,11 @@ class Runner:
                         event = await self.perform_capped(run, effect, None)
                         effects = loop.handle(event)
                         continue
-                    if run.guard is not None:
-                        await run.guard.before_tool_call()
+                    if run.guard is not None and (
+                        refused := await run.guard.before_tool_call(effect)
+                    ):
+                        effects = loop.handle(refused)
+                        continue
                     run.tool_started()
                     try:
                         if run.steps is None:
@@ -344,8 +347,8 @@ class Runner:
         if isinstance(call, CallTool):
             if run.tool_cap is not None:
                 return await self.perform_capped(run, call, None)
-            if run.guard is not None:
-                await run.guard.before_tool_call()
+            if run.guard is not None and (refused := await run.guard.before_tool_call(call)):
+                return refused
             run.tool_started()
             try:
                 if run.steps is None:
@@ -371,8 +374,8 @@ class Runner:
     ) -> ToolReturned | ToolFailed:
         """Perform a tool call that waited for its turn's cap since ``held_since`` (``None``:
         it did not), or that must get through its batch's cap first."""
-        if run.guard is not None:
-            await run.guard.before_tool_call()
+        if run.guard is not None and (refused := await run.guard.before_tool_call(call)):
+            return refused
         steps = run.steps
         run.tool_started()
         try:

@@ -12,7 +12,7 @@ import attrs
 import trio
 
 from .._core.budgets import BudgetExceeded
-from .._core.events import CallModel, Effect, ModelFailed, ModelResponded
+from .._core.events import CallModel, CallTool, Effect, ModelFailed, ModelResponded, ToolFailed
 from .._core.loop import AgentLoop
 from .._core.ratebudget import Reservation
 from .._core.replay import HistoryDigest
@@ -60,7 +60,7 @@ class BatchGuard(Protocol):
 
     def release(self, call: CallModel) -> None: ...
 
-    async def before_tool_call(self) -> None: ...
+    async def before_tool_call(self, call: CallTool) -> ToolFailed | None: ...
 
 
 @attrs.define(eq=False)

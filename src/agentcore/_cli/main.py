@@ -334,7 +334,7 @@ def _record_cost(driver: Any, run_id: str) -> RecordCost | None:
 
 
 async def _execute(
-    task: Task[Any],
+    task: Task[Any, Any],
     inputs: Sequence[Any],
     indices: Sequence[int],
     *,

@@ -40,7 +40,7 @@ from .._core.results import Result
 from .._observe.log_sink import LOGS
 from .._observe.steps import Listener, StepSink, StepStream, open_step_channel, tee
 from .._tools.executor import ToolExecutor
-from .._tools.spec import Tool
+from .._tools.spec import AnyTool
 from .._transports.model_client import ModelClient
 from .budget_guard import OnBudget
 from .fallback import FallbackRequests
@@ -302,7 +302,7 @@ class Driver:
         self,
         messages: str | Iterable[Message],
         *,
-        tools: Iterable[Tool[..., Any] | ToolSpec] = (),
+        tools: Iterable[AnyTool | ToolSpec] = (),
         output: Any = None,
         params: ModelParams = _NO_PARAMS,
         priority: int = 0,
@@ -348,7 +348,7 @@ class Driver:
         self,
         messages: str | Iterable[Message],
         *,
-        tools: Iterable[Tool[..., Any] | ToolSpec] = (),
+        tools: Iterable[AnyTool | ToolSpec] = (),
         output: Any = None,
         params: ModelParams = _NO_PARAMS,
         priority: int = 0,

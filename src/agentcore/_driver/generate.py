@@ -44,7 +44,7 @@ from .._core.messages import (
     UserMessage,
 )
 from .._core.schema import ValidationFailed, parse_json_text, structure
-from .._tools.spec import Tool
+from .._tools.spec import AnyTool, Tool
 
 if TYPE_CHECKING:
     from .fallback import FallbackRequests
@@ -105,7 +105,7 @@ def _messages(messages: str | Iterable[Message]) -> list[Message]:
     return result
 
 
-def _specs(tools: Iterable[Tool[..., Any] | ToolSpec]) -> tuple[ToolSpec, ...]:
+def _specs(tools: Iterable[AnyTool | ToolSpec]) -> tuple[ToolSpec, ...]:
     specs = []
     for item in tools:
         if isinstance(item, Tool):
@@ -120,7 +120,7 @@ def _specs(tools: Iterable[Tool[..., Any] | ToolSpec]) -> tuple[ToolSpec, ...]:
 def build_call(
     messages: str | Iterable[Message],
     *,
-    tools: Iterable[Tool[..., Any] | ToolSpec],
+    tools: Iterable[AnyTool | ToolSpec],
     output: Any,
     params: ModelParams,
     priority: int,

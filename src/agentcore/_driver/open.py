@@ -29,7 +29,7 @@ from .._observe.steps import Listener
 from .._observe.trace import TraceWriter
 from .._tools.executor import open_tool_executor
 from .._tools.mcp import open_mcp_tools
-from .._tools.spec import Tool
+from .._tools.spec import AnyTool
 from .._transports.backends import backend as make_backend
 from .._transports.backends import bind_sim, is_sim
 from .._transports.factory import TransportKind, make_transport
@@ -265,7 +265,7 @@ async def open_driver(
     backend: str | Backend | ModelClient,
     *,
     options: DriverOptions | None = None,
-    tools: Iterable[Tool[..., Any]] = (),
+    tools: Iterable[AnyTool] = (),
     **keywords: Any,
 ) -> AsyncIterator[Driver]:
     """Open a driver: a slot limiter, a tool executor and a model client for one backend.
@@ -302,7 +302,7 @@ async def open_driver(
 async def _open(
     backend: str | Backend | ModelClient,
     opts: DriverOptions,
-    tools: Iterable[Tool[..., Any]],
+    tools: Iterable[AnyTool],
 ) -> AsyncIterator[Driver]:
     model, max_inflight = opts.model, opts.max_inflight
     slot_policy = opts.slot_policy or "fifo"

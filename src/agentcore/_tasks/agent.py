@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
-from typing import Any, Generic, cast
+from typing import Generic, cast
 
 import attrs
 
@@ -25,20 +25,20 @@ from .._core.messages import ModelParams
 from .._core.results import Result
 from .._driver.driver import Driver
 from .._observe.steps import StepStream
-from .._tools.spec import Tool
-from .task import AUTO, T, Task, compile_job
+from .._tools.spec import ToolBase
+from .task import AUTO, Deps_contra, T, Task, compile_job
 
 __all__ = ["Agent"]
 
 _runs = itertools.count()
 
 
-def _tools_tuple(tools: Iterable[Tool[..., Any]]) -> tuple[Tool[..., Any], ...]:
+def _tools_tuple(tools: Iterable[ToolBase[Deps_contra]]) -> tuple[ToolBase[Deps_contra], ...]:
     return tuple(tools)
 
 
 @attrs.frozen
-class Agent(Generic[T]):
+class Agent(Generic[T, Deps_contra]):
     """An agent: instructions, tools, an output type and budgets; run it on a driver.
 
     ::
@@ -47,11 +47,13 @@ class Agent(Generic[T]):
         async with agentcore.open_driver("sim://", tools=agent.tools) as driver:
             result = await agent.run("What is 2 + 3?", driver=driver)
 
-    ``Agent[T]`` is generic over its output type, as :class:`~agentcore.Task` is:
-    ``Agent(output=Answer).run(...)`` gives a ``Result[Answer]``; an agent without ``output``
-    is an ``Agent[str]``. Every field but ``instructions`` (the task's ``system``) has the
-    meaning of the :class:`~agentcore.Task` field of its name: the agent is a task whose
-    prompt is the input (:attr:`task`).
+    ``Agent[T, Deps]`` is generic over its output type and its ``deps``, as
+    :class:`~agentcore.Task` is: ``Agent(output=Answer).run(...)`` gives a
+    ``Result[Answer]``; an agent without ``output`` is an ``Agent[str]``; an agent whose
+    tools take ``RunContext[Approvals]`` is an ``Agent[..., Approvals]``, and
+    ``agent.run(q, driver=d, deps=42)`` does not type-check. Every field but
+    ``instructions`` (the task's ``system``) has the meaning of the :class:`~agentcore.Task`
+    field of its name: the agent is a task whose prompt is the input (:attr:`task`).
 
     Args:
         instructions: the system prompt.
@@ -76,7 +78,7 @@ class Agent(Generic[T]):
     """
 
     instructions: str = ""
-    tools: tuple[Tool[..., Any], ...] = attrs.field(default=(), converter=_tools_tuple)
+    tools: tuple[ToolBase[Deps_contra], ...] = attrs.field(default=(), converter=_tools_tuple)
     output: type[T] | None = None
     max_turns: int = 6
     max_tool_errors: int = 3
@@ -89,7 +91,7 @@ class Agent(Generic[T]):
     limits: UsageLimits | None = None
     name: str = "agent"
     planning_interval: int | None = None
-    _task: Task[T] = attrs.field(init=False, eq=False, hash=False, repr=False)
+    _task: Task[T, Deps_contra] = attrs.field(init=False, eq=False, hash=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         # Every field but ``instructions`` is the task's field of its name; the task validates
@@ -99,11 +101,11 @@ class Agent(Generic[T]):
             for f in attrs.fields(type(self))
             if f.init and f.name != "instructions"
         }
-        task: Task[T] = Task(prompt="{input}", system=self.instructions, **same)
+        task: Task[T, Deps_contra] = Task(prompt="{input}", system=self.instructions, **same)
         object.__setattr__(self, "_task", task)
 
     @property
-    def task(self) -> Task[T]:
+    def task(self) -> Task[T, Deps_contra]:
         """The :class:`~agentcore.Task` this agent runs (its prompt is the input): for a batch
         of the same agent, ``run_batch(agent.task, prompts, ...)``."""
         return self._task
@@ -143,7 +145,7 @@ class Agent(Generic[T]):
         driver: Driver,
         deadline: float | None = None,
         run_id: str | None = None,
-        deps: Any = None,
+        deps: Deps_contra | None = None,
     ) -> Result[T]:
         """Run the agent on ``prompt`` to its end.
 
@@ -176,7 +178,7 @@ class Agent(Generic[T]):
         buffer: int = 64,
         deadline: float | None = None,
         run_id: str | None = None,
-        deps: Any = None,
+        deps: Deps_contra | None = None,
     ) -> AsyncIterator[StepStream]:
         """Run the agent on ``prompt`` and receive its step events as they happen.
 

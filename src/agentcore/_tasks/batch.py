@@ -38,9 +38,9 @@ from .._driver.options import DriverOptions, resolve_options
 from .._driver.runs import ResultStream
 from .._observe.log import BATCH
 from .._observe.steps import StepSink
-from .._tools.spec import Tool
+from .._tools.spec import ToolBase
 from .._transports.model_client import ModelClient
-from .task import RenderError, Task, compile_job, job_run_id
+from .task import Deps_contra, RenderError, Task, compile_job, job_run_id
 from .warmup import WarmUpReport, check_tier, warm_prefix
 from .warmup import warm_up as warm_up_cache
 
@@ -130,7 +130,7 @@ class BatchStream(Generic[T]):
 
 
 def _loops(  # noqa: PLR0917 - private helper, called twice
-    task: Task[Any],
+    task: Task[Any, Any],
     inputs: Iterable[Any],
     batch_id: str,
     indices: list[int],
@@ -175,7 +175,7 @@ def _strategy(warm: bool | str | None, driver: Driver) -> WarmUp:
     return warm
 
 
-def _check_driver_tools(driver: Driver, tools: Sequence[Tool[..., Any]]) -> None:
+def _check_driver_tools(driver: Driver, tools: Sequence[ToolBase[Any]]) -> None:
     """Refuse a driver that lacks a task's tools: every call would fail as ``unknown_tool``
     while the runs still end ``ok``."""
     has = driver.executor.tools
@@ -193,7 +193,7 @@ def _check_driver_tools(driver: Driver, tools: Sequence[Tool[..., Any]]) -> None
 
 @asynccontextmanager
 async def _driver_for(
-    stack_tools: Sequence[Tool[..., Any]],
+    stack_tools: Sequence[ToolBase[Any]],
     *,
     driver: Driver | None,
     backend: str | Backend | ModelClient | None,
@@ -220,7 +220,7 @@ async def _driver_for(
 
 @asynccontextmanager
 async def open_batch(
-    task: Task[T],
+    task: Task[T, Deps_contra],
     inputs: Iterable[object],
     *,
     backend: str | Backend | ModelClient | None = None,
@@ -233,7 +233,7 @@ async def open_batch(
     budget: UsageLimits | None = None,
     on_budget: OnBudget = "finish",
     steps: StepSink | None = None,
-    deps: Any = None,
+    deps: Deps_contra | None = None,
     max_tool_concurrency: int | None = None,
     **driver_options: Any,
 ) -> AsyncIterator[BatchStream[T]]:
@@ -347,11 +347,12 @@ async def open_batch(
 
 
 async def run_batch(
-    task: Task[T],
+    task: Task[T, Deps_contra],
     inputs: Iterable[object],
     *,
     backend: str | Backend | ModelClient | None = None,
     on_result: Callable[[Result[T]], None] | None = None,
+    deps: Deps_contra | None = None,
     **keywords: Any,
 ) -> list[Result[T]]:
     """Run ``task`` over ``inputs`` and return one :class:`~agentcore.Result` per input, in
@@ -362,7 +363,7 @@ async def run_batch(
         on_result: called with each result as it completes (for progress reporting).
     """
     collected: list[Result[T]] = []
-    async with open_batch(task, inputs, backend=backend, **keywords) as results:
+    async with open_batch(task, inputs, backend=backend, deps=deps, **keywords) as results:
         async for result in results:
             collected.append(result)
             if on_result is not None:
@@ -402,9 +403,9 @@ def _default_items(output: Any) -> list[Any]:
 
 async def map_reduce(
     *,
-    plan: Task[P],
-    map: Task[M],
-    reduce: Task[R],
+    plan: Task[P, Deps_contra],
+    map: Task[M, Deps_contra],
+    reduce: Task[R, Deps_contra],
     input: object,
     items: Callable[[P], Iterable[object]] | None = None,
     backend: str | Backend | ModelClient | None = None,
@@ -413,7 +414,7 @@ async def map_reduce(
     warm: bool | str | None = None,
     batch_id: str | None = None,
     timeout: float | None = None,
-    deps: Any = None,
+    deps: Deps_contra | None = None,
     **driver_options: Any,
 ) -> MapReduceResult[P, M, R]:
     """Plan, then map over the plan's items, then reduce the answers.
@@ -433,7 +434,7 @@ async def map_reduce(
         ``MapReduceResult(plan, answers, summary)``; unpack it as a tuple.
     """
     batch_id = batch_id or new_batch_id()
-    tools: dict[str, Tool[..., Any]] = {}
+    tools: dict[str, ToolBase[Any]] = {}
     for stage in (plan, map, reduce):
         for t in stage.tools:
             tools.setdefault(t.spec.name, t)
@@ -446,7 +447,7 @@ async def map_reduce(
         keywords=driver_options,
     ) as (opened, warm_up):
 
-        async def run_once(task: Task[T], value: object, hop: str) -> Result[T]:
+        async def run_once(task: Task[T, Deps_contra], value: object, hop: str) -> Result[T]:
             """``task`` on one input, as the batch ``{batch_id}{hop}`` on the opened driver."""
             results = await run_batch(
                 task,

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import string
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Final, Generic
+from typing import Any, Final, Generic
 
 import attrs
+from typing_extensions import TypeVar
 
 from .._core.budgets import UsageLimits
 from .._core.config import DEFAULT_FINAL_INSTRUCTION, LoopConfig, TruncatedPolicy
@@ -27,17 +28,15 @@ from .._core.events import CallModel
 from .._core.loop import AgentLoop
 from .._core.messages import Image, Message, ModelParams, SystemMessage, UserMessage
 from .._core.validators import check_items
-from .._tools.spec import Tool
+from .._tools.spec import Tool, ToolBase
 
-if TYPE_CHECKING:
-    from typing_extensions import TypeVar
-
-    T = TypeVar("T", default=str)
-    """A task's output type; ``str`` (a text answer) when the task names none."""
-else:  # type parameter defaults exist for type checkers only (PEP 696)
-    from typing import TypeVar
-
-    T = TypeVar("T")
+T = TypeVar("T", default=str)
+"""A task's output type; ``str`` (a text answer) when the task names none."""
+Deps_contra = TypeVar("Deps_contra", contravariant=True, default=object)
+"""The ``deps`` a task's (or an agent's) runs may be handed: what every one of its tools
+takes (``object``, anything, when none takes a typed context). Inferred from the tools where
+a type checker can (one tool, or tools of one signature); for a list mixing tools with and
+without a typed context, say it: ``task: Task[Report, Approvals] = Task(...)``."""
 
 R = TypeVar("R")
 
@@ -60,7 +59,7 @@ class RenderError(ConfigError):
     """An input does not fit the task's prompt template (a missing placeholder value...)."""
 
 
-def _tools_tuple(tools: Any) -> tuple[Tool[..., Any], ...]:
+def _tools_tuple(tools: Iterable[ToolBase[Deps_contra]]) -> tuple[ToolBase[Deps_contra], ...]:
     return check_items("Task.tools", tools, Tool, "@agentcore.tool objects")
 
 
@@ -70,7 +69,7 @@ def _fallback_tuple(value: Any) -> tuple[Any, ...]:
     return tuple(value)
 
 
-def _check_template(instance: Task[Any], attribute: attrs.Attribute[str], value: str) -> None:
+def _check_template(instance: Task[Any, Any], attribute: attrs.Attribute[str], value: str) -> None:
     try:
         fields = list(string.Formatter().parse(value))
     except ValueError as exc:
@@ -84,12 +83,15 @@ def _check_template(instance: Task[Any], attribute: attrs.Attribute[str], value:
 
 
 @attrs.frozen
-class Task(Generic[T]):
+class Task(Generic[T, Deps_contra]):
     """What every agent of a batch does: prompts, tools, output type and budgets.
 
-    ``Task[T]`` is generic over its output type: ``Task(..., output=BugReport)`` is a
+    ``Task[T, Deps]`` is generic over its output type: ``Task(..., output=BugReport)`` is a
     ``Task[BugReport]``, and its batches give ``Result[BugReport]`` values; a task without
-    ``output`` is a ``Task[str]`` (a text answer).
+    ``output`` is a ``Task[str]`` (a text answer). ``Deps`` is the ``deps`` its batches may
+    hand its tools: a task whose tools take ``RunContext[Approvals]`` is a
+    ``Task[..., Approvals]``, and ``run_batch(task, ..., deps=42)`` does not type-check
+    (``object``, anything, when no tool takes a typed context).
 
     ``prompt`` is a template with ``{name}`` placeholders filled from each input (a mapping,
     or any other value, which fills ``{input}``). Put the text shared by every input *before*
@@ -111,7 +113,7 @@ class Task(Generic[T]):
     """The per-input user message template."""
     system: str = ""
     """The system prompt (shared by every job)."""
-    tools: tuple[Tool[..., Any], ...] = attrs.field(default=(), converter=_tools_tuple)
+    tools: tuple[ToolBase[Deps_contra], ...] = attrs.field(default=(), converter=_tools_tuple)
     """Tools offered to the model, in this order."""
     output: type[T] | None = None
     """The output type (an attrs class, a dataclass, a ``TypedDict``, a pydantic model, or
@@ -257,7 +259,7 @@ def _filled(fields: Mapping[str, Any], fill: Callable[..., R], *args: Any) -> R:
         raise RenderError(f"input does not fit the prompt template: {exc}") from None
 
 
-def render_prompt(task: Task[Any], value: Any) -> str:
+def render_prompt(task: Task[Any, Any], value: Any) -> str:
     """Fill the task's template from one input.
 
     Raises:
@@ -276,7 +278,7 @@ def _images_of(value: Any) -> tuple[Image, ...] | None:
     return None
 
 
-def render_message(task: Task[Any], value: Any) -> UserMessage:
+def render_message(task: Task[Any, Any], value: Any) -> UserMessage:
     """The user message for one input: the filled template, with the images of the input.
 
     A placeholder whose value is an :class:`~agentcore.core.Image` (or a list of them) puts
@@ -317,12 +319,12 @@ def _with_images(prompt: str, fields: Mapping[str, Any]) -> UserMessage:
     return UserMessage("".join(text), images)
 
 
-def _messages(task: Task[Any], user: str | UserMessage) -> list[Message]:
+def _messages(task: Task[Any, Any], user: str | UserMessage) -> list[Message]:
     return [*task._prefix, user if isinstance(user, UserMessage) else UserMessage(user)]
 
 
 def compile_job(
-    task: Task[Any],
+    task: Task[Any, Any],
     value: Any,
     *,
     run_id: str,
@@ -343,7 +345,7 @@ def compile_job(
     )
 
 
-def prefix_call(task: Task[Any], *, run_id: str) -> CallModel:
+def prefix_call(task: Task[Any, Any], *, run_id: str) -> CallModel:
     """A one-token request carrying exactly the task's shared prefix, to warm a prefix cache.
 
     It is built by the same loop machinery as the real jobs, so the system prompt (with the

@@ -111,7 +111,7 @@ def _import(path: str, where: str) -> Any:
         raise TaskFileError(f"{where}: module {module_name!r} has no {attribute!r}") from None
 
 
-def load_task(path: str | Path) -> Task[Any]:
+def load_task(path: str | Path) -> Task[Any, Any]:
     """Read a TOML task file.
 
     Raises:

@@ -170,7 +170,7 @@ def _unavailable(driver: Driver, call: CallModel, error: ModelError) -> BackendU
 
 
 async def warm_up(
-    driver: Driver, task: Task[Any], *, batch_id: str, strategy: WarmUp
+    driver: Driver, task: Task[Any, Any], *, batch_id: str, strategy: WarmUp
 ) -> WarmUpReport:
     """Warm the server's cache for ``task`` with ``strategy`` (see the module docstring)."""
     if strategy == "off":
@@ -186,7 +186,7 @@ def tier_unchecked(driver: Driver) -> bool:
     return bool(getattr(driver.client, "tier_unchecked", False))
 
 
-async def check_tier(driver: Driver, task: Task[Any], *, batch_id: str) -> None:
+async def check_tier(driver: Driver, task: Task[Any, Any], *, batch_id: str) -> None:
     """Send the warm request when the batch does not warm up but starts on an unchecked flex
     tier: the batch's first request then goes alone, and a model without flex raises
     :class:`~agentcore.ConfigError` here, before the fan-out.
@@ -198,7 +198,9 @@ async def check_tier(driver: Driver, task: Task[Any], *, batch_id: str) -> None:
         await driver.call_model(_warm_call(task, batch_id))
 
 
-async def warm_prefix(driver: Driver, task: Task[Any], *, batch_id: str) -> ModelResponded | None:
+async def warm_prefix(
+    driver: Driver, task: Task[Any, Any], *, batch_id: str
+) -> ModelResponded | None:
     """Send the task's shared prefix once, as a one-token request, before the fan-out.
 
     A prefix-caching server (vLLM, SGLang, Dynamo, sim://) then computes the prefix once
@@ -211,13 +213,13 @@ async def warm_prefix(driver: Driver, task: Task[Any], *, batch_id: str) -> Mode
     return reply if isinstance(reply, ModelResponded) else None
 
 
-def _warm_call(task: Task[Any], batch_id: str) -> CallModel:
+def _warm_call(task: Task[Any, Any], batch_id: str) -> CallModel:
     """The one-token request holding the task's shared prefix."""
     return prefix_call(task, run_id=job_run_id(batch_id, "warm"))
 
 
 async def _warm_up(
-    driver: Driver, task: Task[Any], batch_id: str, strategy: WarmUp
+    driver: Driver, task: Task[Any, Any], batch_id: str, strategy: WarmUp
 ) -> WarmUpReport:
     call = _warm_call(task, batch_id)
     reply = await driver.call_model(call)

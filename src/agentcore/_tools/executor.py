@@ -80,7 +80,7 @@ from .._core.singleflight import SingleflightTable, tool_key
 from .._observe.steps import ToolCap
 from .caps import Cap
 from .context import MISSING, RunContext, context_value, history_of
-from .spec import HISTORY, Tool, encode_result
+from .spec import HISTORY, AnyTool, Tool, encode_result
 
 __all__ = [
     "CallReport",
@@ -680,7 +680,7 @@ def _reuse_key(key: Hashable, fields: tuple[str, ...], context: RunContext[Any])
     return replay_key(key, values, MISSING)
 
 
-def _registry(tools: Iterable[Tool[..., Any]], thread_limit: int) -> dict[str, Tool[..., Any]]:
+def _registry(tools: Iterable[AnyTool], thread_limit: int) -> dict[str, Tool[..., Any]]:
     by_name: dict[str, Tool[..., Any]] = {}
     for t in tools:
         if not isinstance(t, Tool):
@@ -695,7 +695,7 @@ def _registry(tools: Iterable[Tool[..., Any]], thread_limit: int) -> dict[str, T
 
 @asynccontextmanager
 async def open_tool_executor(
-    tools: Iterable[Tool[..., Any]],
+    tools: Iterable[AnyTool],
     *,
     thread_limit: int = DEFAULT_THREAD_LIMIT,
     cache_size: int = DEFAULT_CACHE_SIZE,

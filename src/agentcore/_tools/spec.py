@@ -30,9 +30,10 @@ import re
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Generic, ParamSpec, TypeVar, final, overload
+from typing import Any, Concatenate, Generic, Never, ParamSpec, Protocol, TypeAlias, final, overload
 
 import attrs
+from typing_extensions import TypeVar
 
 from .._codecs.values import json_dumps
 from .._core.errors import ConfigError
@@ -40,10 +41,16 @@ from .._core.messages import ToolSpec
 from .._core.schema import json_schema, structure
 from .context import RunContext, is_context_type
 
-__all__ = ["HISTORY", "Tool", "ToolOptions", "encode_result", "tool"]
+__all__ = ["HISTORY", "AnyTool", "Tool", "ToolBase", "ToolOptions", "encode_result", "tool"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
+D = TypeVar("D")
+DepsT_contra = TypeVar("DepsT_contra", contravariant=True, default=Any)
+"""The ``deps`` a tool can be handed: the type its :class:`RunContext` parameter names
+(``object`` for a tool without one: it takes any). Contravariant: a tool that takes any deps
+serves a run whose deps are an ``Approvals``. ``Any`` (no check) where an annotation leaves it
+out (``Tool[..., str]``)."""
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 # Tool names follow the strictest common rule (OpenAI function names): 1-64 characters of
@@ -345,9 +352,63 @@ def encode_result(value: Any) -> str:
 # ----------------------------------------------------------------------------- Tool
 
 
+class ToolBase(Generic[DepsT_contra]):
+    """What tasks, agents and drivers hold of a tool, whatever its parameters: its spec,
+    options and binding, and (to type checkers) the ``deps`` it can be handed. Every tool is
+    a :class:`Tool`; this base exists so that a list of tools with different signatures has
+    a precise type (``list[ToolBase[Approvals]]``) instead of one mixing in ``Any``."""
+
+    __slots__ = ()
+
+    function: Callable[..., Any]
+    spec: ToolSpec
+    options: ToolOptions
+    arguments_type: type
+    is_async: bool
+    _binding: _Binding
+
+    @property
+    def name(self) -> str:
+        """The tool's name, as the model sees it."""
+        return self.spec.name
+
+    @property
+    def takes_context(self) -> bool:
+        """Whether the function declares a :class:`~agentcore.RunContext` parameter."""
+        return self._binding.context is not None
+
+    def bind(self, arguments: Any, context: RunContext[Any] | None = None) -> Callable[[], Any]:
+        """The function bound to validated arguments (an instance of :attr:`arguments_type`)
+        and, for a tool that :attr:`takes_context`, to the calling run's ``context``.
+
+        Returns:
+            A callable without parameters: for a plain function it returns the result, for an
+            ``async def`` function it returns the coroutine.
+        """
+        binding = self._binding
+        args = [getattr(arguments, n) for n in binding.positional]
+        kwargs = {n: getattr(arguments, n) for n in binding.keyword}
+        if binding.context is not None:
+            if binding.context_positional:
+                args.insert(0, context)
+            else:
+                kwargs[binding.context] = context
+        return functools.partial(self.function, *args, **kwargs)
+
+
+AnyTool: TypeAlias = ToolBase[Never]
+"""Any tool, whatever its parameters and the ``deps`` it takes (a driver holds tools of every
+kind; ``Never`` is what every tool can be handed, so every tool is one)."""
+
+
 @final
-class Tool(Generic[P, R]):
+class Tool(ToolBase[DepsT_contra], Generic[P, R, DepsT_contra]):
     """A function the model can call, with its spec and its execution options.
+
+    ``Tool[P, R, Deps]``: the function's parameters and result, and the ``deps`` its
+    :class:`~agentcore.RunContext` parameter takes (what :func:`tool` infers from a first
+    parameter annotated ``RunContext[Deps]``; ``object`` for a tool without one). A task or an
+    agent holding it checks the ``deps`` of its runs against it.
 
     Built by :func:`tool`; calling the object calls the original function unchanged.
 
@@ -363,10 +424,6 @@ class Tool(Generic[P, R]):
     """
 
     function: Callable[P, R]
-    spec: ToolSpec
-    options: ToolOptions
-    arguments_type: type
-    is_async: bool
 
     def __init__(
         self,
@@ -422,44 +479,34 @@ class Tool(Generic[P, R]):
         self._binding = binding
         functools.update_wrapper(self, function)
 
-    @property
-    def name(self) -> str:
-        """The tool's name, as the model sees it."""
-        return self.spec.name
-
-    @property
-    def takes_context(self) -> bool:
-        """Whether the function declares a :class:`~agentcore.RunContext` parameter."""
-        return self._binding.context is not None
-
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """Call the original function."""
         return self.function(*args, **kwargs)
-
-    def bind(self, arguments: Any, context: RunContext[Any] | None = None) -> Callable[[], Any]:
-        """The function bound to validated arguments (an instance of :attr:`arguments_type`)
-        and, for a tool that :attr:`takes_context`, to the calling run's ``context``.
-
-        Returns:
-            A callable without parameters: for a plain function it returns the result, for an
-            ``async def`` function it returns the coroutine.
-        """
-        binding = self._binding
-        args = [getattr(arguments, n) for n in binding.positional]
-        kwargs = {n: getattr(arguments, n) for n in binding.keyword}
-        if binding.context is not None:
-            if binding.context_positional:
-                args.insert(0, context)
-            else:
-                kwargs[binding.context] = context
-        return functools.partial(self.function, *args, **kwargs)
 
     def __repr__(self) -> str:
         return f"<Tool {self.spec.name!r} {'async' if self.is_async else 'sync'} {self.options}>"
 
 
+class _Decorator(Protocol):
+    """What ``tool(...)`` with options returns: :func:`tool` with those options bound."""
+
+    @overload
+    def __call__(
+        self, function: Callable[Concatenate[RunContext[D], P], R], /
+    ) -> Tool[Concatenate[RunContext[D], P], R, D]: ...
+
+    @overload
+    def __call__(self, function: Callable[P, R], /) -> Tool[P, R, object]: ...
+
+
 @overload
-def tool(function: Callable[P, R], /) -> Tool[P, R]: ...
+def tool(
+    function: Callable[Concatenate[RunContext[D], P], R], /
+) -> Tool[Concatenate[RunContext[D], P], R, D]: ...
+
+
+@overload
+def tool(function: Callable[P, R], /) -> Tool[P, R, object]: ...
 
 
 @overload
@@ -476,11 +523,11 @@ def tool(
     burst: int | None = None,
     replay_safe: Iterable[str] | None = None,
     max_per_turn: int | None = None,
-) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
+) -> _Decorator: ...
 
 
 def tool(
-    function: Callable[P, R] | None = None,
+    function: Callable[..., Any] | None = None,
     /,
     *,
     name: str | None = None,
@@ -494,7 +541,7 @@ def tool(
     burst: int | None = None,
     replay_safe: Iterable[str] | None = None,
     max_per_turn: int | None = None,
-) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
+) -> Tool[..., Any] | _Decorator:
     """Make a function callable by the model.
 
     Use it bare (``@tool``) or with options (``@tool(timeout=10)``), on plain functions
@@ -559,9 +606,9 @@ def tool(
         max_per_turn=max_per_turn,
     )
 
-    def decorate(fn: Callable[P, R]) -> Tool[P, R]:
+    def decorate(fn: Callable[..., Any]) -> Tool[..., Any]:
         return Tool(fn, name=name, description=description, options=options)
 
     if function is not None:
         return decorate(function)
-    return decorate
+    return decorate  # type: ignore[return-value]  # one function serves both overloads

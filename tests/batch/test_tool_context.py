@@ -110,12 +110,13 @@ async def test_a_tool_taking_the_context_is_not_coalesced_across_runs_by_default
     assert sorted(served) == [0, 1, 2]
 
 
-async def test_a_context_tool_declared_coalesced_shares_the_leaders_execution(
+async def test_a_coalesced_context_tool_keyed_on_no_context_field_shares_the_leaders_execution(
     autojump_clock: object,
 ) -> None:
     served: list[int] = []
 
-    @agentcore.tool(coalesce=True)
+    # It says its result depends on no context field; undeclared, it would be refused.
+    @agentcore.tool(coalesce=True, cache=False, replay_safe=())
     async def shared(ctx: RunContext, key: str) -> str:
         """Shared. Args: key: a key."""
         served.append(ctx.index)

@@ -15,10 +15,11 @@ so a kept result is reused exactly where the tool's own declaration says the res
 the same. Each part is canonical (JSON text with sorted keys; ``1``, ``1.0`` and ``true``
 distinct), and the parts are kept apart in a tuple, so no two different declarations can
 collide. A field value that is not a JSON value (a client object, a lock) has no canonical
-form: such a call gets no key (:func:`replay_key` returns ``None``), and it runs on its own,
-neither reused nor shared. A path that leads nowhere (an absent key) is a value of its own,
-distinct from every JSON value. What a tool does *not* declare is not looked at: declaring
-too little is the tool author's error, and the documentation says so.
+form, and a path that leads nowhere (an absent key, a missing attribute) has no value: such a
+call gets no key (:func:`replay_key` returns ``None``), and it runs on its own, neither reused
+nor shared (two runs whose declared field is missing alike are not known to agree on what the
+result depends on). What a tool does *not* declare is not looked at: declaring too little is
+the tool author's error, and the documentation says so.
 
 The history digest (:class:`HistoryDigest`) folds the run's transcript, one message at a
 time, into a BLAKE2b digest: each earlier tool call (name and canonical arguments) and each
@@ -50,9 +51,6 @@ __all__ = ["HistoryDigest", "ResultStore", "replay_key"]
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 # The same canonical text as ``singleflight.canonical_arguments``, for any JSON value.
 
-_MISSING_PART = ""
-"""The key part of a field that leads nowhere: never the canonical text of a JSON value."""
-
 
 def replay_key(base: Hashable, values: Sequence[Any], missing: Any) -> Hashable | None:
     """The reuse key of a call whose coalescing key is ``base``, given the JSON values of the
@@ -66,14 +64,13 @@ def replay_key(base: Hashable, values: Sequence[Any], missing: Any) -> Hashable 
         missing: the marker of a field that leads nowhere.
 
     Returns:
-        The key, or ``None`` when a value has no canonical form (the call is then neither
-        reused nor shared).
+        The key, or ``None`` when a value has no canonical form or a path leads nowhere (the
+        call is then neither reused nor shared).
     """
     parts: list[str] = []
     for value in values:
         if value is missing:
-            parts.append(_MISSING_PART)
-            continue
+            return None
         try:
             parts.append(_CANONICAL.encode(value))
         except (TypeError, ValueError):

@@ -23,6 +23,7 @@ naming the type.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import json
@@ -49,6 +50,7 @@ from .errors import ConfigError
 
 __all__ = [
     "ValidationFailed",
+    "field_types",
     "is_pydantic_model",
     "json_kind",
     "json_schema",
@@ -123,6 +125,33 @@ def _hints(cls: type) -> dict[str, Any]:
         return typing.get_type_hints(cls)
     except Exception as exc:  # NameError, TypeError: an annotation that does not resolve
         raise ConfigError(f"cannot resolve the annotations of {cls.__qualname__}: {exc}") from None
+
+
+def field_types(tp: Any) -> dict[str, Any] | None:
+    """The fields of a structured type (an attrs class, a dataclass, a ``TypedDict``, a
+    pydantic model), by name, with their declared types (``Any`` where the annotations do not
+    resolve); ``None`` for any other type."""
+    if _is_attrs(tp):
+        with contextlib.suppress(NameError):
+            attrs.resolve_types(tp)
+        return {
+            a.name: Any if a.type is None or isinstance(a.type, str) else a.type
+            for a in attrs.fields(tp)
+        }
+    if _is_dataclass(tp) or _is_typeddict(tp):
+        names = (
+            [f.name for f in dataclasses.fields(tp)]
+            if _is_dataclass(tp)
+            else list(tp.__annotations__)
+        )
+        try:
+            hints = _hints(tp)
+        except ConfigError:
+            hints = {}
+        return {name: hints.get(name, Any) for name in names}
+    if is_pydantic_model(tp):
+        return {name: info.annotation for name, info in tp.model_fields.items()}
+    return None
 
 
 def _resolved_fields(cls: type) -> tuple[attrs.Attribute[Any], ...]:

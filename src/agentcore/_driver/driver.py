@@ -134,6 +134,11 @@ class Driver:
         """The tool executor."""
         return self._executor
 
+    @property
+    def deps(self) -> Any:
+        """The ``deps`` handed to the tools of runs given none (``open_driver(deps=...)``)."""
+        return self._runner.deps
+
     # ------------------------------------------------------------------------ runs
 
     async def run(

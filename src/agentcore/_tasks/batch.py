@@ -11,6 +11,7 @@ and a reduce agent over the answers.
 
 from __future__ import annotations
 
+import itertools
 import secrets
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
@@ -38,6 +39,7 @@ from .._driver.options import DriverOptions, resolve_options
 from .._driver.runs import ResultStream
 from .._observe.log import BATCH
 from .._observe.steps import StepSink
+from .._tools.context import RunContext
 from .._tools.spec import ToolBase
 from .._transports.model_client import ModelClient
 from .task import Deps_contra, RenderError, Task, compile_job, job_run_id
@@ -157,6 +159,28 @@ def _loops(  # noqa: PLR0917 - private helper, called twice
         described[len(indices)] = (index, value)
         indices.append(index)
         yield loop
+
+
+def _first_checked(
+    driver: Driver, inputs: Iterable[Any], deps: Any, batch_id: str
+) -> Iterable[Any]:
+    """``inputs``, once the context of the first run has been checked against the tools'
+    ``replay_safe`` paths (a path that leads nowhere is a ``ConfigError`` before anything
+    runs). Takes the first input only."""
+    values = iter(inputs)
+    for first in values:
+        run_id = job_run_id(batch_id, 0)
+        driver.executor.check_context(
+            RunContext(
+                index=0,
+                run_id=run_id,
+                session_id=run_id,
+                input=first,
+                deps=driver.deps if deps is None else deps,
+            )
+        )
+        return itertools.chain((first,), values)
+    return ()
 
 
 def _strategy(warm: bool | str | None, driver: Driver) -> WarmUp:
@@ -312,6 +336,7 @@ async def open_batch(
                 keywords=driver_options,
             )
         )
+        inputs = _first_checked(opened, inputs, deps, batch_id)  # before anything is sent
         report = None
         if warm_up != "off":
             report = await warm_up_cache(opened, task, batch_id=batch_id, strategy=warm_up)

@@ -4,7 +4,9 @@ A tool function may declare one parameter annotated ``RunContext`` (or ``RunCont
 That parameter is not an argument the model sees: it is left out of the tool's JSON schema
 and of its validator, and the executor fills it at call time with the calling run's context.
 Only the fields a tool declares ``replay_safe`` enter its reuse key
-(:func:`context_value` reads them).
+(:func:`context_value` reads them); a declared path must lead somewhere
+(:func:`typed_path_problem` checks it against a typed deps when the tool is made,
+:func:`value_path_problem` against a run's context).
 
 :meth:`RunContext.progress` reports a long tool's progress. It reaches somebody only when the
 call is observed (a watcher, the trace, the CLI): the driver then hands the tool a context of
@@ -16,10 +18,12 @@ from __future__ import annotations
 
 import math
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Generic
 
 import attrs
+
+from .._core.schema import field_types
 
 if TYPE_CHECKING:
     from typing_extensions import TypeVar
@@ -36,6 +40,8 @@ __all__ = [
     "context_value",
     "history_of",
     "is_context_type",
+    "typed_path_problem",
+    "value_path_problem",
     "with_reporter",
 ]
 
@@ -113,8 +119,75 @@ def is_context_type(annotation: Any) -> bool:
 
 
 MISSING: Any = ("agentcore.missing",)
-"""What :func:`context_value` gives for a path that leads nowhere (a key that is absent):
-distinct from every JSON value, so a missing field is a key of its own."""
+"""What :func:`context_value` gives for a path that leads nowhere (an absent key, a missing
+attribute): distinct from every JSON value. A call whose key would need it gets no key."""
+
+_SCALARS: Mapping[str, type] = {"index": int, "run_id": str, "session_id": str}
+"""The context fields that are plain values: a path cannot go further into them."""
+
+_SHOWN = 12
+"""Field or key names listed at most when a path leads nowhere."""
+
+
+def _listed(names: Iterable[Any]) -> str:
+    names = [str(n) for n in names]
+    more = f", ... ({len(names)} in all)" if len(names) > _SHOWN else ""
+    return ", ".join(names[:_SHOWN]) + more if names else "none"
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__qualname__", None) or repr(tp)
+
+
+def typed_path_problem(path: str, deps: Any) -> str | None:
+    """Why the ``replay_safe`` entry ``path`` leads nowhere in every run whose deps are of
+    type ``deps`` (the type a tool's ``RunContext[...]`` names; ``Any``: unknown), or
+    ``None``: it leads somewhere, or only a run can tell (``input``, deps of a type that is
+    not an attrs class, a dataclass, a ``TypedDict`` or a pydantic model)."""
+    head, *rest = path.split(".")
+    if head in _SCALARS:
+        if rest:
+            return f"{head} is a {_SCALARS[head].__name__}, with no field {rest[0]!r}"
+        return None
+    if head != "deps":
+        return None
+    tp, walked = deps, [head]
+    for part in rest:
+        fields = field_types(tp)
+        if fields is None:
+            return None
+        if part not in fields:
+            return (
+                f"{'.'.join(walked)} is a {_type_name(tp)}, which has no field {part!r} "
+                f"(its fields: {_listed(fields)})"
+            )
+        tp = fields[part]
+        walked.append(part)
+    return None
+
+
+def value_path_problem(context: RunContext[Any], path: str) -> str | None:
+    """Why the ``replay_safe`` entry ``path`` leads nowhere in ``context`` (naming what is
+    there instead), or ``None``."""
+    head, *rest = path.split(".")
+    value: Any = getattr(context, head)
+    walked = [head]
+    for part in rest:
+        where = ".".join(walked)
+        if isinstance(value, Mapping):
+            if part not in value:
+                return f"{where} is a mapping without the key {part!r} (its keys: {_listed(value)})"
+            value = value[part]
+        else:
+            found = getattr(value, part, MISSING)
+            if found is MISSING:
+                fields = field_types(type(value))
+                listed = "" if fields is None else f" (its fields: {_listed(fields)})"
+                what = "None" if value is None else f"a {type(value).__name__}"
+                return f"{where} is {what}, which has no field {part!r}{listed}"
+            value = found
+        walked.append(part)
+    return None
 
 
 def context_value(context: RunContext[Any], path: str) -> Any:

@@ -13,14 +13,16 @@ One executor serves every agent of a driver. ``call(effect)`` goes through these
    running anything. The key is the coalescing key below plus, for a tool declaring context
    fields, their canonical values and, if declared, the run's tool-history digest
    (:mod:`agentcore._core.replay`, the safety rule): runs that differ in a declared field
-   never share a result, and a call whose declared field has no canonical value gets no key
-   and runs on its own. Failures are never kept. The store holds at most ``cache_size``
+   never share a result, and a call whose declared field has no canonical value, or leads
+   nowhere, gets no key and runs on its own. The first call of each input and deps type
+   checks that every declared path leads somewhere (``ConfigError`` if not: a typo would key
+   every run alike). Failures are never kept. The store holds at most ``cache_size``
    results over all tools; past it the least recently used one is dropped.
 3. *Coalescing* (tools declared ``coalesce=True``, ``cache=True`` or ``replay_safe`` only: a
-   tool with side effects must run once per call). A plain ``coalesce=True`` tool's
-   :class:`~agentcore.RunContext` parameter is no argument: it is not part of the key, and a
-   shared execution sees the context of the call that started it; a ``replay_safe`` tool
-   shares only under its full reuse key. The key is the tool name plus the
+   tool with side effects must run once per call). A tool that takes the
+   :class:`~agentcore.RunContext` and shares must declare ``replay_safe`` (the tool refuses
+   otherwise), and shares only under its full reuse key, also with ``cache=False``; a shared
+   execution sees the context of the call that started it. The key is the tool name plus the
    canonical JSON of the validated arguments. The pure :class:`SingleflightTable` decides
    whether this call *leads* (it starts the one shared execution, in a task of the
    executor's nursery) or *joins* an execution already in flight. Either way the caller then
@@ -79,7 +81,7 @@ from .._core.schema import ValidationFailed
 from .._core.singleflight import SingleflightTable, tool_key
 from .._observe.steps import ToolCap
 from .caps import Cap
-from .context import MISSING, RunContext, context_value, history_of
+from .context import MISSING, RunContext, context_value, history_of, value_path_problem
 from .spec import HISTORY, AnyTool, Tool, encode_result
 
 __all__ = [
@@ -94,6 +96,10 @@ DEFAULT_THREAD_LIMIT = 16
 # Sync tools are usually I/O-bound wrappers (HTTP clients, subprocesses, file reads); 16
 # threads overlap plenty of such waits while keeping memory and GIL contention modest. It is
 # the cap for *all* sync tools together; per-tool caps are max_concurrency.
+
+_CHECKED = 1024
+"""(tool, input type, deps type) combinations whose paths are remembered as checked; past it
+each new combination is checked at every call (a bound on memory, not on correctness)."""
 
 DEFAULT_CACHE_SIZE = 10_000
 """Cached tool results kept at most, over all tools (the least recently used goes first)."""
@@ -358,9 +364,12 @@ class ToolExecutor:
         self._replay = {
             name: t.options.replay_safe
             for name, t in by_name.items()
-            if t.options.cache and t.options.replay_safe
+            if t.options.coalesce and t.options.replay_safe
         }
         """The declared context fields of each ``replay_safe`` tool that declares some."""
+        self._checked: set[tuple[str, type, type]] = set()
+        """(tool, input type, deps type) whose ``replay_safe`` paths were found to lead
+        somewhere in a call's context. Bounded by :data:`_CHECKED`."""
         self._value_keyed = {
             name for name, t in by_name.items() if _keyed_by_value(t) and name not in self._replay
         }
@@ -455,6 +464,7 @@ class ToolExecutor:
             if fields is not None and key is not None:
                 if run_context is None:
                     run_context = _NO_RUN if context is None else context()
+                self._check_paths(tool.name, fields, run_context)
                 key = _reuse_key(key, fields, run_context)
         if key is None:
             outcome = await self._execute(tool, arguments, run_context, report)
@@ -489,6 +499,35 @@ class ToolExecutor:
             threads_running=self._thread_limiter.statistics().borrowed_tokens,
             threads_abandoned=self._threads_abandoned,
         )
+
+    def check_context(self, context: RunContext[Any]) -> None:
+        """Refuse, before anything runs, the tools whose ``replay_safe`` paths lead nowhere in
+        ``context`` (a batch checks its first input's; each later input and deps type is
+        checked at its first call).
+
+        Raises:
+            ConfigError: a path that leads nowhere, naming it and what is there.
+        """
+        for name, fields in self._replay.items():
+            self._check_paths(name, fields, context)
+
+    def _check_paths(self, name: str, fields: tuple[str, ...], context: RunContext[Any]) -> None:
+        """Refuse ``replay_safe`` paths that lead nowhere in the first call's context of each
+        input and deps type (a typo, or ``input.user`` on inputs that are plain strings):
+        such a path would key every call alike."""
+        seen = (name, type(context.input), type(context.deps))
+        if seen in self._checked:
+            return
+        for field in fields:
+            problem = None if field == HISTORY else value_path_problem(context, field)
+            if problem is not None:
+                raise ConfigError(
+                    f"tool {name!r}: replay_safe entry {field!r} leads nowhere in the context "
+                    f"of run {context.run_id!r}: {problem}; a key without it would hand one "
+                    "run's result to another"
+                )
+        if len(self._checked) < _CHECKED:
+            self._checked.add(seen)
 
     # ------------------------------------------------------------------------- coalescing
 
@@ -677,7 +716,7 @@ def _reuse_key(key: Hashable, fields: tuple[str, ...], context: RunContext[Any])
             except (TypeError, ValueError):
                 return None  # no canonical form: neither reused nor shared
         values.append(value)
-    return replay_key(key, values, MISSING)
+    return replay_key(key, values, MISSING)  # a path that leads nowhere: no key either
 
 
 def _registry(tools: Iterable[AnyTool], thread_limit: int) -> dict[str, Tool[..., Any]]:

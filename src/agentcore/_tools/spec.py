@@ -39,7 +39,7 @@ from .._codecs.values import json_dumps
 from .._core.errors import ConfigError
 from .._core.messages import ToolSpec
 from .._core.schema import json_schema, structure
-from .context import RunContext, is_context_type
+from .context import RunContext, is_context_type, typed_path_problem
 
 __all__ = ["HISTORY", "AnyTool", "Tool", "ToolBase", "ToolOptions", "encode_result", "tool"]
 
@@ -103,21 +103,26 @@ def _replay_fields(value: Any) -> tuple[str, ...] | None:
 @attrs.frozen(kw_only=True)
 class ToolOptions:
     """How the tool executor runs a tool. Every option is off by default (``cache`` follows
-    ``replay_safe``, ``coalesce`` follows ``cache``).
+    ``replay_safe``, ``coalesce`` follows ``cache`` and ``replay_safe``).
 
     Raises:
         ConfigError: an option is out of range, or options contradict each other (``ttl``
             without ``cache``, ``cache`` without ``coalesce``, ``burst`` without ``rate``,
-            ``replay_safe`` with ``cache=False``).
+            ``replay_safe`` with neither ``cache`` nor ``coalesce``).
     """
 
     replay_safe: tuple[str, ...] | None = attrs.field(default=None, converter=_replay_fields)
     """The context fields a result depends on, besides the arguments (``None``: not
     declared). Declared, successful results are kept and answer later calls whose key (tool,
     arguments, the values of these fields, and the tool history when ``"history"`` is one of
-    them) is the same, across runs and batches of one driver. Entries: ``index``, ``run_id``,
-    ``session_id``, ``input``, ``deps``, each optionally with a dotted path into it
-    (``"deps.user_id"``, ``"input.task"``), or ``"history"``."""
+    them) is the same, across runs and batches of one driver (with ``cache=False``: only
+    concurrent calls with the same key share one execution, nothing is kept). Entries:
+    ``index``, ``run_id``, ``session_id``, ``input``, ``deps``, each optionally with a dotted
+    path into it (``"deps.user_id"``, ``"input.task"``), or ``"history"``. A path must lead
+    somewhere: checked against the deps type the tool's ``RunContext[...]`` names when it is
+    an attrs class, a dataclass, a ``TypedDict`` or a pydantic model, and otherwise at the
+    first call of each input and deps type (``ConfigError`` naming the path and what is
+    there); a call where it later leads nowhere gets no key (neither reused nor shared)."""
     cache: bool = attrs.field(
         default=attrs.Factory(lambda self: self.replay_safe is not None, takes_self=True)
     )
@@ -126,10 +131,16 @@ class ToolOptions:
     arguments alone). Only for deterministic tools without side effects."""
     ttl: float | None = None
     """Seconds a cached result stays valid (``None``: for the executor's lifetime)."""
-    coalesce: bool = attrs.field(default=attrs.Factory(lambda self: self.cache, takes_self=True))
+    coalesce: bool = attrs.field(
+        default=attrs.Factory(
+            lambda self: self.cache or self.replay_safe is not None, takes_self=True
+        )
+    )
     """Let concurrent identical calls share one execution (every caller gets its outcome).
     Only for reads without side effects: two agents sending the same email at once must
-    send two emails. Off unless declared; ``cache=True`` turns it on."""
+    send two emails. Off unless declared; ``cache=True`` or ``replay_safe`` turns it on. For
+    a tool that takes the context, identical means: the same key (``replay_safe``, which it
+    must declare)."""
     timeout: float | None = None
     """Seconds one execution may run before its callers get a ``timeout`` failure."""
     max_concurrency: int | None = None
@@ -153,8 +164,11 @@ class ToolOptions:
         _positive_int("max_concurrency", self.max_concurrency)
         _positive_int("burst", self.burst)
         _positive_int("max_per_turn", self.max_per_turn)
-        if self.replay_safe is not None and not self.cache:
-            raise ConfigError("replay_safe keeps results: it cannot be combined with cache=False")
+        if self.replay_safe is not None and not self.coalesce:
+            raise ConfigError(
+                "replay_safe keys the reuse (cache) or the sharing (coalesce) of results: it "
+                "cannot be combined with cache=False and coalesce=False"
+            )
         if self.ttl is not None and not self.cache:
             raise ConfigError("ttl needs cache=True or replay_safe")
         if self.cache and not self.coalesce:
@@ -251,6 +265,8 @@ class _Binding:
     context: str | None = None
     """The parameter that receives the :class:`RunContext` (``None``: the tool takes none)."""
     context_positional: bool = False
+    deps: Any = Any
+    """The deps type its ``RunContext[...]`` annotation names (``Any``: none named)."""
 
 
 def _parameter_hints(function: Callable[..., Any]) -> dict[str, Any]:
@@ -290,6 +306,7 @@ def _arguments_type(
     keyword: list[str] = []
     context: str | None = None
     context_positional = False
+    deps: Any = Any
     for param in signature.parameters.values():
         if is_context_type(hints.get(param.name)):
             if context is not None:
@@ -304,6 +321,7 @@ def _arguments_type(
                 )
             context = param.name
             context_positional = param.kind is param.POSITIONAL_ONLY
+            deps = next(iter(typing.get_args(hints[param.name])), Any)
             continue
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise ConfigError(
@@ -325,7 +343,28 @@ def _arguments_type(
     cls = attrs.make_class(_class_name(name), fields, frozen=True, kw_only=True)
     cls.__module__ = getattr(function, "__module__", cls.__module__)
     cls.__doc__ = f"The arguments of the tool {name!r}."
-    return cls, _Binding(tuple(positional), tuple(keyword), context, context_positional)
+    return cls, _Binding(tuple(positional), tuple(keyword), context, context_positional, deps)
+
+
+def _check_reuse(name: str, options: ToolOptions, binding: _Binding) -> None:
+    """Refuse a tool whose results could pass from one run to another unkeyed: one that takes
+    the context and shares them (``coalesce``, or ``cache``, which implies it) without saying
+    which context fields key them, or one whose ``replay_safe`` path leads nowhere in the deps
+    type its context names."""
+    if binding.context is not None and options.coalesce and options.replay_safe is None:
+        keeps = "keeps its results" if options.cache else "shares executions (coalesce=True)"
+        raise ConfigError(
+            f"tool {name!r} takes the RunContext and {keeps}: declare the context fields "
+            "its result depends on, replay_safe=('deps.user_id', ...), or replay_safe=() if it "
+            "depends on none (a shared or kept result is handed to other runs); with "
+            "cache=False the fields key only the sharing of concurrent calls"
+        )
+    for field in options.replay_safe or ():
+        problem = None if field == HISTORY else typed_path_problem(field, binding.deps)
+        if problem is not None:
+            raise ConfigError(
+                f"tool {name!r}: replay_safe entry {field!r} leads nowhere: {problem}"
+            )
 
 
 # ----------------------------------------------------------------------------- results
@@ -448,17 +487,8 @@ class Tool(ToolBase[DepsT_contra], Generic[P, R, DepsT_contra]):
             raise ConfigError(f"tool {tool_name!r}: cannot read the signature: {exc}") from None
         docs = _parse_docstring(inspect.getdoc(function), tuple(signature.parameters))
         arguments_type, binding = _arguments_type(function, tool_name, docs.arguments)
-        if (
-            binding.context is not None
-            and options is not None
-            and options.cache
-            and options.replay_safe is None
-        ):
-            raise ConfigError(
-                f"tool {tool_name!r} takes the RunContext and keeps its results: declare the "
-                "context fields its result depends on, replay_safe=('deps.user_id', ...), or "
-                "replay_safe=() if it depends on none (a cached result is handed to other runs)"
-            )
+        if options is not None:
+            _check_reuse(tool_name, options, binding)
         parameters = json_schema(arguments_type)
 
         def validate(arguments: Any) -> Any:
@@ -514,7 +544,7 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    cache: bool = False,
+    cache: bool | None = None,
     ttl: float | None = None,
     coalesce: bool | None = None,
     timeout: float | None = None,
@@ -532,7 +562,7 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    cache: bool = False,
+    cache: bool | None = None,
     ttl: float | None = None,
     coalesce: bool | None = None,
     timeout: float | None = None,
@@ -571,18 +601,22 @@ def tool(
         cache: remember successful results (deterministic tools only); implies ``coalesce``.
             The key is the tool and its arguments: a tool that takes the
             :class:`~agentcore.RunContext` must name what it reads with ``replay_safe``.
+            Default: on with ``replay_safe``, else off.
         ttl: seconds a kept result stays valid; needs ``cache`` or ``replay_safe``.
         coalesce: share one execution among concurrent identical calls: declare it for
-            reads without side effects (default: off, or on with ``cache``). A tool with
-            side effects runs once per call.
+            reads without side effects (default: off, or on with ``cache`` or
+            ``replay_safe``). A tool with side effects runs once per call. A tool that takes
+            the :class:`~agentcore.RunContext` must name what keys the sharing with
+            ``replay_safe``.
         timeout: seconds one execution may take.
         max_concurrency: executions of this tool running at once, at most.
         rate: executions started per second, at most, on average.
         burst: executions that may start back to back (token-bucket size, default 1).
         replay_safe: the context fields the result depends on besides the arguments
             (``("input.task",)``, ``("deps.user_id", "history")``; ``()``: none). Results are
-            then kept and reused across runs whose key is the same (implies ``cache``); see
-            :attr:`ToolOptions.replay_safe` and docs/tools.md for the safety rule.
+            then kept and reused across runs whose key is the same (implies ``cache``; with
+            ``cache=False`` only concurrent calls share); see :attr:`ToolOptions.replay_safe`
+            and docs/tools.md for the safety rule.
         max_per_turn: calls of this tool in progress at once within one agent turn, at most
             (the others wait their turn, in the model's order).
 
@@ -591,14 +625,17 @@ def tool(
 
     Raises:
         ConfigError: the function cannot be described (missing annotation, ``*args``,
-            unsupported type, invalid name) or the options are invalid.
+            unsupported type, invalid name), the options are invalid, a tool that takes the
+            :class:`~agentcore.RunContext` shares or keeps results without ``replay_safe``,
+            or a ``replay_safe`` path leads nowhere in the deps type its context names.
     """
-    keeps = cache or replay_safe is not None
+    keyed = replay_safe is not None
+    keeps = keyed if cache is None else cache
     options = ToolOptions(
         replay_safe=replay_safe,  # converted to a sorted tuple
         cache=keeps,
         ttl=ttl,
-        coalesce=keeps if coalesce is None else coalesce,
+        coalesce=(keeps or keyed) if coalesce is None else coalesce,
         timeout=timeout,
         max_concurrency=max_concurrency,
         rate=rate,

@@ -15,6 +15,9 @@ execution (stacked bars per time bin, from the trace's instant events); back-off
 of tool calls for a concurrency cap (only when some call waited). The summary
 line counts every tool call: executions, calls that shared one, calls from the cache.
 Hovering a shape in a browser shows its details (SVG ``<title>``).
+
+The second pass is a :class:`_Tally` (what the bands need, bounded by the picture); a
+:class:`_Canvas` then draws the bands one method each, top to bottom.
 """
 
 from __future__ import annotations
@@ -107,128 +110,165 @@ def _scan(path: str | os.PathLike[str]) -> dict[str, Any]:
     return {"end_us": max(end, 1.0), "lanes": lanes}
 
 
-def _draw(path: str | os.PathLike[str], scan: dict[str, Any]) -> str:
-    end_us: float = scan["end_us"]
-    lanes: dict[int, int] = scan["lanes"]
-    plot_w = _WIDTH - _LEFT - _RIGHT
-    scale = plot_w / end_us
+class _Tally:
+    """What the second pass over a trace keeps: one :class:`_Row` per track, slot time and
+    queue length per time bin, stream ticks and counts. Bounded by the picture, not the
+    batch."""
 
-    def x(us: float) -> float:
-        return _LEFT + us * scale
+    def __init__(self, scan: dict[str, Any]) -> None:
+        self.end_us: float = scan["end_us"]
+        self.lanes: dict[int, int] = scan["lanes"]
+        self.plot_w = _WIDTH - _LEFT - _RIGHT
+        self.scale: float = self.plot_w / self.end_us
+        self.bin_us = self.end_us / _BINS
+        self.rows = {pid: [_Row() for _ in range(n)] for pid, n in self.lanes.items()}
+        self.busy = [0.0] * _BINS
+        self.waiting = [-1] * _BINS  # -1: no sample in the bin (the previous value holds)
+        self.ticks: list[tuple[float, int]] = []
+        self.attempts = self.failed = self.cancelled_attempts = 0
+        self.executions = self.shared_calls = self.backoffs = self.cap_waits = 0
+        self.cached_bins = [0] * _BINS  # calls answered from the cache, per time bin
+        self.shared_bins = [0] * _BINS  # calls that joined a shared execution, per time bin
+        self.results: dict[str, int] = {}
+        self.slot_busy_us = 0.0
 
-    rows = {pid: [_Row() for _ in range(n)] for pid, n in lanes.items()}
-    busy = [0.0] * _BINS
-    waiting = [-1] * _BINS  # -1: no sample in the bin (the previous value holds)
-    bin_us = end_us / _BINS
-    ticks: list[tuple[float, int]] = []
-    attempts = failed = cancelled_attempts = executions = shared_calls = backoffs = 0
-    cap_waits = 0
-    cached_bins = [0] * _BINS  # calls answered from the cache, per time bin
-    shared_bins = [0] * _BINS  # calls that joined a shared execution, per time bin
-    results: dict[str, int] = {}
-    slot_busy_us = 0.0
-    for event in read_trace(path):
+    def x(self, us: float) -> float:
+        return _LEFT + us * self.scale
+
+    def _bin(self, ts: float) -> int:
+        return min(_BINS - 1, int(ts / self.bin_us))
+
+    def add(self, event: dict[str, Any]) -> None:
+        """Count or place one trace event."""
         ph, pid = event.get("ph"), event.get("pid")
         if ph == "C" and pid == BATCH_PID:
-            args = event.get("args", {})
-            if event.get("name") == "slots":
-                b = min(_BINS - 1, int(event["ts"] / bin_us))
-                waiting[b] = max(waiting[b], int(args.get("waiting", 0)))
-            elif event.get("name") == "results":
-                results = {k: int(v) for k, v in args.items()}
-            continue
-        if ph == "i" and pid == TOOLS_PID:
-            b = min(_BINS - 1, int(float(event["ts"]) / bin_us))
-            source = event.get("args", {}).get("source")
-            if source == "cached":
-                cached_bins[b] += 1
-            elif source == "coalesced":
-                shared_bins[b] += 1
-            continue
-        if ph != "X" or pid not in rows:
-            continue
+            self._counter(event)
+        elif ph == "i" and pid == TOOLS_PID:
+            self._answered(event)
+        elif ph == "X" and pid in self.rows:
+            self._slice(event, pid)
+
+    def _counter(self, event: dict[str, Any]) -> None:
+        args = event.get("args", {})
+        if event.get("name") == "slots":
+            b = self._bin(event["ts"])
+            self.waiting[b] = max(self.waiting[b], int(args.get("waiting", 0)))
+        elif event.get("name") == "results":
+            self.results = {k: int(v) for k, v in args.items()}
+
+    def _answered(self, event: dict[str, Any]) -> None:
+        b = self._bin(float(event["ts"]))
+        source = event.get("args", {}).get("source")
+        if source == "cached":
+            self.cached_bins[b] += 1
+        elif source == "coalesced":
+            self.shared_bins[b] += 1
+
+    def _slice(self, event: dict[str, Any], pid: Any) -> None:
         ts, dur = float(event["ts"]), float(event.get("dur", 0.0))
-        row = rows[pid][int(event["tid"]) - 1]
+        row = self.rows[pid][int(event["tid"]) - 1]
         args = event.get("args", {})
         name = str(event.get("name", ""))
+        x0, x1 = self.x(ts), self.x(ts + dur)
         if pid == SLOTS_PID:
-            if name == "streaming":
-                continue
-            attempts += 1
-            slot_busy_us += dur
-            first = int(ts / bin_us)
-            last = min(_BINS - 1, int((ts + dur) / bin_us))
-            for b in range(first, last + 1):
-                lo, hi = max(ts, b * bin_us), min(ts + dur, (b + 1) * bin_us)
-                busy[b] += max(0.0, hi - lo)
-            cname = event.get("cname")
-            if cname == "terrible":
-                failed += 1
-                fill = "#d62728"
-            elif cname == "grey":
-                cancelled_attempts += 1
-                fill = "#bdbdbd"
-            else:
-                fill = _agent_colour(args.get("agent"))
-            tip = f"{name}: {dur / 1e3:.1f} ms"
-            if "ttft_ms" in args:
-                tip += f", first token after {args['ttft_ms']:.1f} ms"
-                if dur * scale >= 4 and len(ticks) < 50_000:
-                    ticks.append((x(ts + args["ttft_ms"] * 1e3), int(event["tid"])))
-            if args.get("slot_wait_ms"):
-                tip += f", waited {args['slot_wait_ms']:.0f} ms for the slot"
-            if "error" in args:
-                tip += f" — {args['error']}"
-            row.add(x(ts), x(ts + dur), fill, tip)
+            if name != "streaming":
+                self._attempt(event, row)
         elif pid == TOOLS_PID:
-            executions += 1
-            shared_calls += max(0, int(args.get("waiters", 1)) - 1)
+            self.executions += 1
+            self.shared_calls += max(0, int(args.get("waiters", 1)) - 1)
             fill = "#d62728" if event.get("cname") == "terrible" else "#4c78a8"
             tip = f"{name}: {dur / 1e3:.1f} ms" + (f" — {args['error']}" if "error" in args else "")
-            row.add(x(ts), x(ts + dur), fill, tip)
+            row.add(x0, x1, fill, tip)
         elif pid == BACKOFF_PID:
-            backoffs += 1
-            row.add(x(ts), x(ts + dur), "#f2a541", f"{name}: {dur / 1e3:.0f} ms")
+            self.backoffs += 1
+            row.add(x0, x1, "#f2a541", f"{name}: {dur / 1e3:.0f} ms")
         else:
-            cap_waits += 1
-            row.add(x(ts), x(ts + dur), _CAP_WAIT, f"{name}: {dur / 1e3:.0f} ms")
-    for pid_rows in rows.values():
-        for r in pid_rows:
-            r.flush()
-    held = 0
-    for b in range(_BINS):
-        held = waiting[b] = held if waiting[b] < 0 else waiting[b]
+            self.cap_waits += 1
+            row.add(x0, x1, _CAP_WAIT, f"{name}: {dur / 1e3:.0f} ms")
 
-    n_slots = lanes[SLOTS_PID]
-    util = slot_busy_us / (n_slots * end_us) if n_slots else 0.0
-    done = ", ".join(f"{v} {k}" for k, v in results.items() if v) or "no agent finished"
-    cached, joined = sum(cached_bins), sum(shared_bins)
-    if not joined:
-        joined = shared_calls  # a trace without the instants (older agentcore)
-    summary = (
-        f"{sum(results.values())} agents ({done}) · {end_us / 1e6:.2f} s · "
-        f"{attempts} model attempts on {n_slots} slots ({failed} failed) · "
-        f"slot utilisation {100 * util:.0f}% · {executions + joined + cached} tool calls: "
-        f"{executions} executions, {joined} shared one, {cached} from the cache · "
-        f"{backoffs} back-offs"
-    )
+    def _attempt(self, event: dict[str, Any], row: _Row) -> None:
+        ts, dur = float(event["ts"]), float(event.get("dur", 0.0))
+        args = event.get("args", {})
+        name = str(event.get("name", ""))
+        self.attempts += 1
+        self.slot_busy_us += dur
+        bin_us = self.bin_us
+        for b in range(int(ts / bin_us), min(_BINS - 1, int((ts + dur) / bin_us)) + 1):
+            lo, hi = max(ts, b * bin_us), min(ts + dur, (b + 1) * bin_us)
+            self.busy[b] += max(0.0, hi - lo)
+        cname = event.get("cname")
+        if cname == "terrible":
+            self.failed += 1
+            fill = "#d62728"
+        elif cname == "grey":
+            self.cancelled_attempts += 1
+            fill = "#bdbdbd"
+        else:
+            fill = _agent_colour(args.get("agent"))
+        tip = f"{name}: {dur / 1e3:.1f} ms"
+        if "ttft_ms" in args:
+            tip += f", first token after {args['ttft_ms']:.1f} ms"
+            if dur * self.scale >= 4 and len(self.ticks) < 50_000:
+                self.ticks.append((self.x(ts + args["ttft_ms"] * 1e3), int(event["tid"])))
+        if args.get("slot_wait_ms"):
+            tip += f", waited {args['slot_wait_ms']:.0f} ms for the slot"
+        if "error" in args:
+            tip += f" — {args['error']}"
+        row.add(self.x(ts), self.x(ts + dur), fill, tip)
 
-    out: list[str] = []
-    y = 66.0
+    def finish(self) -> None:
+        """Close the merged shapes and carry each queue sample into the empty bins after it."""
+        for pid_rows in self.rows.values():
+            for r in pid_rows:
+                r.flush()
+        held = 0
+        for b in range(_BINS):
+            held = self.waiting[b] = held if self.waiting[b] < 0 else self.waiting[b]
 
-    def label(text: str, yy: float, size: int = 11, weight: str = "normal") -> None:
-        out.append(
+    @property
+    def joined(self) -> int:
+        """Calls that shared an execution (from the instants; from the executions' waiter
+        counts for a trace without them, written by an older agentcore)."""
+        return sum(self.shared_bins) or self.shared_calls
+
+    def summary(self) -> str:
+        n_slots = self.lanes[SLOTS_PID]
+        util = self.slot_busy_us / (n_slots * self.end_us) if n_slots else 0.0
+        results = self.results
+        done = ", ".join(f"{v} {k}" for k, v in results.items() if v) or "no agent finished"
+        cached, joined, executions = sum(self.cached_bins), self.joined, self.executions
+        return (
+            f"{sum(results.values())} agents ({done}) · {self.end_us / 1e6:.2f} s · "
+            f"{self.attempts} model attempts on {n_slots} slots ({self.failed} failed) · "
+            f"slot utilisation {100 * util:.0f}% · {executions + joined + cached} tool calls: "
+            f"{executions} executions, {joined} shared one, {cached} from the cache · "
+            f"{self.backoffs} back-offs"
+        )
+
+
+class _Canvas:
+    """The SVG elements of the picture, drawn top to bottom (``y``: the next free line)."""
+
+    def __init__(self, tally: _Tally) -> None:
+        self.tally = tally
+        self.out: list[str] = []
+        self.y = 66.0
+
+    def label(self, text: str, yy: float, size: int = 11, weight: str = "normal") -> None:
+        self.out.append(
             f"<text x='{_LEFT - 8}' y='{yy:.1f}' text-anchor='end' font-size='{size}' "
             f"font-weight='{weight}' {_FONT}>{escape(text)}</text>"
         )
 
-    def section(title: str, yy: float) -> None:
-        out.append(
+    def section(self, title: str, yy: float) -> None:
+        self.out.append(
             f"<text x='8' y='{yy:.1f}' font-size='12' font-weight='bold' {_FONT}>"
             f"{escape(title)}</text>"
         )
 
-    def shapes(pid_rows: list[_Row], top: float, height: float, text: bool) -> float:
+    def shapes(self, pid_rows: list[_Row], top: float, height: float, text: bool) -> float:
+        """One band per row, its shapes on it (named when wide enough); returns the bottom."""
+        out, plot_w = self.out, self.tally.plot_w
         for i, r in enumerate(pid_rows):
             yy = top + i * (height + 2)
             out.append(
@@ -252,146 +292,203 @@ def _draw(path: str | os.PathLike[str], scan: dict[str, Any]) -> str:
                     )
         return top + len(pid_rows) * (height + 2)
 
-    # slots
-    section("inference slots", y - 6)
-    slot_top = y
-    y = shapes(rows[SLOTS_PID], y, _SLOT_H, True)
-    for i in range(n_slots):
-        label(f"slot {i + 1}", slot_top + i * (_SLOT_H + 2) + _SLOT_H - 4, 10)
-    for tx, tid in ticks:
-        yy = slot_top + (tid - 1) * (_SLOT_H + 2)
-        out.append(
-            f"<line x1='{tx:.2f}' x2='{tx:.2f}' y1='{yy + 2:.1f}' y2='{yy + _SLOT_H - 2:.1f}' "
-            "stroke='#222' stroke-width='1'/>"
-        )
+    # ---------------------------------------------------------------- the bands
 
-    # utilisation chart
-    y += 26
-    section("slot utilisation and queue", y - 8)
-    chart_top, chart_bottom = y, y + _CHART_H
-    out.append(
-        f"<rect x='{_LEFT}' y='{chart_top}' width='{plot_w}' height='{_CHART_H}' fill='#f4f4f4'/>"
-    )
-    points = [f"{_LEFT},{chart_bottom}"]
-    for b in range(_BINS):
-        share = busy[b] / (bin_us * n_slots) if n_slots else 0.0
-        top = chart_bottom - min(1.0, share) * _CHART_H
-        points.append(f"{_LEFT + b * plot_w / _BINS:.1f},{top:.1f}")
-        points.append(f"{_LEFT + (b + 1) * plot_w / _BINS:.1f},{top:.1f}")
-    points.append(f"{_LEFT + plot_w},{chart_bottom}")
-    out.append(f"<polygon points='{' '.join(points)}' fill='#9ecae1' stroke='#3182bd'/>")
-    peak = max(waiting) or 1
-    line = [
-        f"{_LEFT + (b + 0.5) * plot_w / _BINS:.1f},"
-        f"{chart_bottom - waiting[b] / peak * _CHART_H:.1f}"
-        for b in range(_BINS)
-    ]
-    out.append(
-        f"<polyline points='{' '.join(line)}' fill='none' stroke='#e6550d' stroke-width='1.2'/>"
-    )
-    label("100% busy", chart_top + 9, 9)
-    label("0", chart_bottom, 9)
-    out.append(
-        f"<text x='{_LEFT + plot_w - 4}' y='{chart_top + 11}' text-anchor='end' font-size='10' "
-        f"fill='#e6550d' {_FONT}>waiting for a slot (peak {max(waiting)})</text>"
-    )
-    y = chart_bottom + 26
-
-    # tools and back-offs
-    section("tool executions", y - 8)
-    tools_top = y
-    y = shapes(rows[TOOLS_PID], y, _SMALL_H, True)
-    if lanes[TOOLS_PID]:
-        label(f"{lanes[TOOLS_PID]} at most at once", tools_top + _SMALL_H - 2, 9)
-    else:
-        label("none", tools_top + 4, 9)
-        y += 8
-    y += 22
-    section("tool calls answered without an execution (from the cache, shared)", y - 8)
-    answered_top, answered_bottom = y, y + _ANSWERED_H
-    out.append(
-        f"<rect x='{_LEFT}' y='{answered_top}' width='{plot_w}' height='{_ANSWERED_H}' "
-        "fill='#f4f4f4'/>"
-    )
-    most = max((c + s for c, s in zip(cached_bins, shared_bins, strict=True)), default=0)
-    bar_w = plot_w / _BINS
-    for b in range(_BINS):
-        base = answered_bottom
-        for count, fill, what in (
-            (cached_bins[b], _CACHED, "from the cache"),
-            (shared_bins[b], _SHARED, "shared an execution"),
-        ):
-            if not count:
-                continue
-            h = max(1.0, count / most * _ANSWERED_H)
-            t0 = b * bin_us / 1e6
-            out.append(
-                f"<rect x='{_LEFT + b * bar_w:.2f}' y='{base - h:.1f}' width='{bar_w:.2f}' "
-                f"height='{h:.1f}' fill='{fill}'><title>{count} calls {what} "
-                f"({t0:.2f}-{t0 + bin_us / 1e6:.2f} s)</title></rect>"
+    def slots(self) -> float:
+        """The inference slots, one row each, with stream ticks; returns the top of the
+        first row (where the time axis's lines start)."""
+        tally = self.tally
+        self.section("inference slots", self.y - 6)
+        slot_top = self.y
+        self.y = self.shapes(tally.rows[SLOTS_PID], self.y, _SLOT_H, True)
+        for i in range(tally.lanes[SLOTS_PID]):
+            self.label(f"slot {i + 1}", slot_top + i * (_SLOT_H + 2) + _SLOT_H - 4, 10)
+        for tx, tid in tally.ticks:
+            yy = slot_top + (tid - 1) * (_SLOT_H + 2)
+            self.out.append(
+                f"<line x1='{tx:.2f}' x2='{tx:.2f}' y1='{yy + 2:.1f}' "
+                f"y2='{yy + _SLOT_H - 2:.1f}' stroke='#222' stroke-width='1'/>"
             )
-            base -= h
-    label(f"{cached} cached", answered_top + 14, 9)
-    label(f"{joined} shared", answered_top + 28, 9)
-    y = answered_bottom + 22
-    section("back-offs (no slot held)", y - 8)
-    backoff_top = y
-    y = shapes(rows[BACKOFF_PID], y, _SMALL_H, False)
-    if not lanes[BACKOFF_PID]:
-        label("none", backoff_top + 4, 9)
-        y += 8
-    if lanes[TOOL_WAITS_PID]:  # drawn only for batches whose tool calls waited for a cap
-        y += 22
-        section("tool calls waiting for a concurrency cap (no slot held)", y - 8)
-        waits_top = y
-        y = shapes(rows[TOOL_WAITS_PID], y, _SMALL_H, False)
-        label(f"{cap_waits} waits", waits_top + _SMALL_H - 2, 9)
+        return slot_top
 
-    # time axis
-    y += 8
-    step = _tick_step(end_us / 1e6)
-    t = 0.0
-    while t * 1e6 <= end_us + 1:
-        tx = x(t * 1e6)
+    def utilisation(self) -> None:
+        """Slot utilisation per time bin (filled) and the queue for a slot (line)."""
+        tally, out = self.tally, self.out
+        plot_w, n_slots, waiting = tally.plot_w, tally.lanes[SLOTS_PID], tally.waiting
+        self.y += 26
+        self.section("slot utilisation and queue", self.y - 8)
+        chart_top, chart_bottom = self.y, self.y + _CHART_H
         out.append(
-            f"<line x1='{tx:.1f}' x2='{tx:.1f}' y1='{slot_top - 4}' y2='{y}' stroke='#000' "
-            "stroke-opacity='0.12'/>"
+            f"<rect x='{_LEFT}' y='{chart_top}' width='{plot_w}' height='{_CHART_H}' "
+            "fill='#f4f4f4'/>"
         )
+        points = [f"{_LEFT},{chart_bottom}"]
+        for b in range(_BINS):
+            share = tally.busy[b] / (tally.bin_us * n_slots) if n_slots else 0.0
+            top = chart_bottom - min(1.0, share) * _CHART_H
+            points.append(f"{_LEFT + b * plot_w / _BINS:.1f},{top:.1f}")
+            points.append(f"{_LEFT + (b + 1) * plot_w / _BINS:.1f},{top:.1f}")
+        points.append(f"{_LEFT + plot_w},{chart_bottom}")
+        out.append(f"<polygon points='{' '.join(points)}' fill='#9ecae1' stroke='#3182bd'/>")
+        peak = max(waiting) or 1
+        line = [
+            f"{_LEFT + (b + 0.5) * plot_w / _BINS:.1f},"
+            f"{chart_bottom - waiting[b] / peak * _CHART_H:.1f}"
+            for b in range(_BINS)
+        ]
         out.append(
-            f"<text x='{tx:.1f}' y='{y + 12}' text-anchor='middle' font-size='10' {_FONT}>"
-            f"{t:g} s</text>"
+            f"<polyline points='{' '.join(line)}' fill='none' stroke='#e6550d' stroke-width='1.2'/>"
         )
-        t += step
-    y += 30
-    legend = [
-        ("#4c78a8", "tool execution"),
-        (_CACHED, "call from the cache"),
-        (_SHARED, "call that shared an execution"),
-        (_MERGED, "slices too short to draw apart"),
-        ("#d62728", "failed attempt / tool error"),
-        ("#bdbdbd", "cancelled"),
-        ("#f2a541", "back-off"),
-        *([(_CAP_WAIT, "wait for a tool cap")] if lanes[TOOL_WAITS_PID] else []),
-    ]
-    lx = float(_LEFT)
-    out.append(
-        f"<text x='8' y='{y}' font-size='10' {_FONT}>attempts are coloured by agent; "
-        "a dark tick marks a streamed reply's first token</text>"
-    )
-    y += 16
-    for colour, text in legend:
-        out.append(f"<rect x='{lx}' y='{y - 9}' width='12' height='10' fill='{colour}'/>")
-        out.append(f"<text x='{lx + 16}' y='{y}' font-size='10' {_FONT}>{escape(text)}</text>")
-        lx += 30 + 6.2 * len(text)
-    height = y + 12
-    head = (
-        f"<svg xmlns='http://www.w3.org/2000/svg' width='{_WIDTH}' height='{height:.0f}' "
-        f"viewBox='0 0 {_WIDTH} {height:.0f}'>"
-        f"<rect width='100%' height='100%' fill='white'/>"
-        f"<text x='8' y='18' font-size='14' font-weight='bold' {_FONT}>agentcore batch "
-        f"timeline</text><text x='8' y='34' font-size='11' {_FONT}>{escape(summary)}</text>"
-    )
-    return head + "".join(out) + "</svg>\n"
+        self.label("100% busy", chart_top + 9, 9)
+        self.label("0", chart_bottom, 9)
+        out.append(
+            f"<text x='{_LEFT + plot_w - 4}' y='{chart_top + 11}' text-anchor='end' "
+            f"font-size='10' fill='#e6550d' {_FONT}>waiting for a slot (peak {max(waiting)})"
+            "</text>"
+        )
+        self.y = chart_bottom + 26
+
+    def tools(self) -> None:
+        """Tool executions, one row per track."""
+        lanes = self.tally.lanes[TOOLS_PID]
+        self.section("tool executions", self.y - 8)
+        tools_top = self.y
+        self.y = self.shapes(self.tally.rows[TOOLS_PID], self.y, _SMALL_H, True)
+        if lanes:
+            self.label(f"{lanes} at most at once", tools_top + _SMALL_H - 2, 9)
+        else:
+            self.label("none", tools_top + 4, 9)
+            self.y += 8
+        self.y += 22
+
+    def answered(self) -> None:
+        """Calls answered without an execution, stacked per time bin."""
+        tally, out = self.tally, self.out
+        self.section(
+            "tool calls answered without an execution (from the cache, shared)", self.y - 8
+        )
+        answered_top, answered_bottom = self.y, self.y + _ANSWERED_H
+        out.append(
+            f"<rect x='{_LEFT}' y='{answered_top}' width='{tally.plot_w}' "
+            f"height='{_ANSWERED_H}' fill='#f4f4f4'/>"
+        )
+        cached_bins, shared_bins, bin_us = tally.cached_bins, tally.shared_bins, tally.bin_us
+        most = max((c + s for c, s in zip(cached_bins, shared_bins, strict=True)), default=0)
+        bar_w = tally.plot_w / _BINS
+        for b in range(_BINS):
+            base = answered_bottom
+            for count, fill, what in (
+                (cached_bins[b], _CACHED, "from the cache"),
+                (shared_bins[b], _SHARED, "shared an execution"),
+            ):
+                if not count:
+                    continue
+                h = max(1.0, count / most * _ANSWERED_H)
+                t0 = b * bin_us / 1e6
+                out.append(
+                    f"<rect x='{_LEFT + b * bar_w:.2f}' y='{base - h:.1f}' "
+                    f"width='{bar_w:.2f}' height='{h:.1f}' fill='{fill}'><title>{count} "
+                    f"calls {what} ({t0:.2f}-{t0 + bin_us / 1e6:.2f} s)</title></rect>"
+                )
+                base -= h
+        self.label(f"{sum(cached_bins)} cached", answered_top + 14, 9)
+        self.label(f"{tally.joined} shared", answered_top + 28, 9)
+        self.y = answered_bottom + 22
+
+    def backoffs(self) -> None:
+        """Back-off sleeps, one row per track."""
+        self.section("back-offs (no slot held)", self.y - 8)
+        backoff_top = self.y
+        self.y = self.shapes(self.tally.rows[BACKOFF_PID], self.y, _SMALL_H, False)
+        if not self.tally.lanes[BACKOFF_PID]:
+            self.label("none", backoff_top + 4, 9)
+            self.y += 8
+
+    def cap_waits(self) -> None:
+        """Waits for a tool cap, drawn only for batches whose tool calls waited for one."""
+        if not self.tally.lanes[TOOL_WAITS_PID]:
+            return
+        self.y += 22
+        self.section("tool calls waiting for a concurrency cap (no slot held)", self.y - 8)
+        waits_top = self.y
+        self.y = self.shapes(self.tally.rows[TOOL_WAITS_PID], self.y, _SMALL_H, False)
+        self.label(f"{self.tally.cap_waits} waits", waits_top + _SMALL_H - 2, 9)
+
+    def time_axis(self, slot_top: float) -> None:
+        """Seconds along the bottom, with a faint line up through every band."""
+        tally = self.tally
+        self.y += 8
+        step = _tick_step(tally.end_us / 1e6)
+        t = 0.0
+        while t * 1e6 <= tally.end_us + 1:
+            tx = tally.x(t * 1e6)
+            self.out.append(
+                f"<line x1='{tx:.1f}' x2='{tx:.1f}' y1='{slot_top - 4}' y2='{self.y}' "
+                "stroke='#000' stroke-opacity='0.12'/>"
+            )
+            self.out.append(
+                f"<text x='{tx:.1f}' y='{self.y + 12}' text-anchor='middle' font-size='10' "
+                f"{_FONT}>{t:g} s</text>"
+            )
+            t += step
+        self.y += 30
+
+    def legend(self) -> None:
+        legend = [
+            ("#4c78a8", "tool execution"),
+            (_CACHED, "call from the cache"),
+            (_SHARED, "call that shared an execution"),
+            (_MERGED, "slices too short to draw apart"),
+            ("#d62728", "failed attempt / tool error"),
+            ("#bdbdbd", "cancelled"),
+            ("#f2a541", "back-off"),
+            *([(_CAP_WAIT, "wait for a tool cap")] if self.tally.lanes[TOOL_WAITS_PID] else []),
+        ]
+        lx = float(_LEFT)
+        self.out.append(
+            f"<text x='8' y='{self.y}' font-size='10' {_FONT}>attempts are coloured by agent; "
+            "a dark tick marks a streamed reply's first token</text>"
+        )
+        self.y += 16
+        for colour, text in legend:
+            self.out.append(
+                f"<rect x='{lx}' y='{self.y - 9}' width='12' height='10' fill='{colour}'/>"
+            )
+            self.out.append(
+                f"<text x='{lx + 16}' y='{self.y}' font-size='10' {_FONT}>{escape(text)}</text>"
+            )
+            lx += 30 + 6.2 * len(text)
+
+    def svg(self, summary: str) -> str:
+        """The whole picture: its title and ``summary`` above the bands drawn so far."""
+        height = self.y + 12
+        head = (
+            f"<svg xmlns='http://www.w3.org/2000/svg' width='{_WIDTH}' height='{height:.0f}' "
+            f"viewBox='0 0 {_WIDTH} {height:.0f}'>"
+            f"<rect width='100%' height='100%' fill='white'/>"
+            f"<text x='8' y='18' font-size='14' font-weight='bold' {_FONT}>agentcore batch "
+            f"timeline</text><text x='8' y='34' font-size='11' {_FONT}>{escape(summary)}</text>"
+        )
+        return head + "".join(self.out) + "</svg>\n"
+
+
+def _draw(path: str | os.PathLike[str], scan: dict[str, Any]) -> str:
+    """The picture of the trace at ``path``: the second pass (:class:`_Tally`), then the
+    bands from top to bottom (:class:`_Canvas`)."""
+    tally = _Tally(scan)
+    for event in read_trace(path):
+        tally.add(event)
+    tally.finish()
+    canvas = _Canvas(tally)
+    slot_top = canvas.slots()
+    canvas.utilisation()
+    canvas.tools()
+    canvas.answered()
+    canvas.backoffs()
+    canvas.cap_waits()
+    canvas.time_axis(slot_top)
+    canvas.legend()
+    return canvas.svg(tally.summary())
 
 
 def _html(svg: str, title: str) -> str:

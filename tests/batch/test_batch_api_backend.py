@@ -18,6 +18,8 @@ import pytest
 import trio
 
 from agentcore import load_task, run_batch
+from agentcore._cli.main import main as cli_main
+from agentcore._observe.trace import SLOTS_PID, read_trace
 from agentcore._tasks.results_file import ResultRecord
 from tests.batch.test_cli import _cli, _records
 from tests.sim_process import sim_process
@@ -118,13 +120,15 @@ def test_a_run_killed_during_a_hop_resumes_without_submitting_any_hop_twice(
     base: list[str | Path] = ["run", task, inputs, "-o", out, "--backend", backend, "--model", "m"]
     fast = ["--batch-poll", "0.1", "--batch-gather", "0.3"]
 
-    stderr = _kill_during_hop(_cli(*base, *fast), env, out, hop=2)
+    trace = tmp_path / "trace.json"
+    stderr = _kill_during_hop(_cli(*base, *fast, "--trace", trace), env, out, hop=2)
     assert "hop 1: batch" in stderr  # the progress says which hop waits, and since when
     assert " since " in stderr
     submitted = [r for r in _journal(out) if r["t"] == "batch"]
     ended = [r for r in _journal(out) if r["t"] == "results"]
     assert len(submitted) == 2
     assert len(ended) == 1  # killed while the second hop was in flight
+    _check_cut_trace(trace, tmp_path / "timeline.svg")
 
     resumed = subprocess.run(
         _cli(*base, *fast, "--resume"),
@@ -154,6 +158,21 @@ def test_a_run_killed_during_a_hop_resumes_without_submitting_any_hop_twice(
     # The same agents on the synchronous endpoint give the same outputs.
     monkeypatch.syspath_prepend(str(tmp_path))
     assert _standard_outputs(task, inputs, host, kind) == {r["index"]: r["output"] for r in records}
+
+
+def _check_cut_trace(trace: Path, picture: Path) -> None:
+    """The trace of the killed run: on disk up to the wait for hop 2 (every reply of hop 1
+    drawn), and its picture says it was cut while the 100 agents were waiting."""
+    assert cli_main(["trace", str(trace), "-o", str(picture)]) == 0
+    text = picture.read_text()
+    assert "CUT SHORT at " in text
+    assert f"At the cut {AGENTS} agents were running" in text
+    replies = [
+        e
+        for e in read_trace(trace)
+        if e.get("ph") == "X" and e.get("pid") == SLOTS_PID and e["args"].get("run") is not None
+    ]
+    assert len(replies) == AGENTS  # hop 1: each agent's first request
 
 
 def _standard_outputs(task: Path, inputs: Path, host: str, kind: str) -> dict[object, object]:

@@ -14,7 +14,11 @@ calls answered without an execution of their own, from the cache or by joining a
 execution (stacked bars per time bin, from the trace's instant events); back-offs; the waits
 of tool calls for a concurrency cap (only when some call waited). The summary
 line counts every tool call: executions, calls that shared one, calls from the cache.
-Hovering a shape in a browser shows its details (SVG ``<title>``).
+Hovering a shape in a browser shows its details (SVG ``<title>``). A trace without the
+writer's closing record was cut short (a kill, a crash, a batch still running): a red line
+under the summary says so, where (the last time in the file) and what was going on then (the
+last counters: agents running, requests holding or waiting for a slot), and a dashed line
+marks the cut.
 
 The second pass is a :class:`_Tally` (what the bands need, bounded by the picture); a
 :class:`_Canvas` then draws the bands one method each, top to bottom.
@@ -98,16 +102,25 @@ def _tick_step(span_s: float) -> float:
 
 
 def _scan(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The first pass: the time span, the tracks per process, whether the writer closed the
+    trace (its ``agentcore`` metadata event), and the last counters (what was going on where
+    a trace without that event was cut)."""
     end = 0.0
     lanes = {SLOTS_PID: 0, TOOLS_PID: 0, BACKOFF_PID: 0, TOOL_WAITS_PID: 0}
+    closed = False
+    last: dict[str, int] = {"running": 0, "in_use": 0, "waiting": 0}
     for event in read_trace(path):
         ts = event.get("ts")
         if isinstance(ts, int | float):
             end = max(end, ts + float(event.get("dur", 0.0)))
-        pid, tid = event.get("pid"), event.get("tid")
-        if event.get("ph") == "X" and pid in lanes and isinstance(tid, int):
+        ph, pid, tid = event.get("ph"), event.get("pid"), event.get("tid")
+        if ph == "X" and pid in lanes and isinstance(tid, int):
             lanes[pid] = max(lanes[pid], tid)
-    return {"end_us": max(end, 1.0), "lanes": lanes}
+        elif pid == BATCH_PID and ph == "C" and event.get("name") in ("slots", "agents running"):
+            last.update((k, int(v)) for k, v in event.get("args", {}).items() if k in last)
+        elif pid == BATCH_PID and ph == "M" and event.get("name") == "agentcore":
+            closed = True
+    return {"end_us": max(end, 1.0), "lanes": lanes, "cut": None if closed else last}
 
 
 class _Tally:
@@ -131,6 +144,8 @@ class _Tally:
         self.shared_bins = [0] * _BINS  # calls that joined a shared execution, per time bin
         self.results: dict[str, int] = {}
         self.slot_busy_us = 0.0
+        self.cut: dict[str, int] | None = scan["cut"]
+        """What was going on at the end of a trace cut short (``None``: it was closed)."""
 
     def x(self, us: float) -> float:
         return _LEFT + us * self.scale
@@ -243,6 +258,18 @@ class _Tally:
             f"slot utilisation {100 * util:.0f}% · {executions + joined + cached} tool calls: "
             f"{executions} executions, {joined} shared one, {cached} from the cache · "
             f"{self.backoffs} back-offs"
+        )
+
+    def cut_notice(self) -> str | None:
+        """For a trace cut short: that it was, where, and what was going on then."""
+        if self.cut is None:
+            return None
+        return (
+            f"CUT SHORT at {self.end_us / 1e6:.2f} s: the trace has no closing record (the "
+            f"process was killed, or the batch is still running). At the cut "
+            f"{self.cut['running']} agents were running, {self.cut['in_use']} model requests "
+            f"held a slot (not drawn: they had not ended) and {self.cut['waiting']} waited "
+            "for one."
         )
 
 
@@ -431,6 +458,14 @@ class _Canvas:
                 f"{_FONT}>{t:g} s</text>"
             )
             t += step
+        if self.tally.cut is not None:  # the right edge is where the trace was cut
+            cx = _LEFT + self.tally.plot_w
+            self.out.append(
+                f"<line x1='{cx}' x2='{cx}' y1='{slot_top - 4}' y2='{self.y}' stroke='{_ERROR}' "
+                "stroke-width='2' stroke-dasharray='6 3'/>"
+                f"<text x='{cx - 4}' y='{slot_top - 8}' text-anchor='end' font-size='11' "
+                f"font-weight='bold' fill='{_ERROR}' {_FONT}>cut</text>"
+            )
         self.y += 30
 
     def legend(self) -> None:
@@ -459,8 +494,9 @@ class _Canvas:
             )
             lx += 30 + 6.2 * len(text)
 
-    def svg(self, summary: str) -> str:
-        """The whole picture: its title and ``summary`` above the bands drawn so far."""
+    def svg(self, summary: str, notice: str | None) -> str:
+        """The whole picture: its title, ``summary`` and a cut trace's ``notice`` above the
+        bands drawn so far."""
         height = self.y + 12
         head = (
             f"<svg xmlns='http://www.w3.org/2000/svg' width='{_WIDTH}' height='{height:.0f}' "
@@ -469,6 +505,11 @@ class _Canvas:
             f"<text x='8' y='18' font-size='14' font-weight='bold' {_FONT}>agentcore batch "
             f"timeline</text><text x='8' y='34' font-size='11' {_FONT}>{escape(summary)}</text>"
         )
+        if notice is not None:
+            head += (
+                f"<text x='8' y='49' font-size='11' font-weight='bold' fill='{_ERROR}' "
+                f"{_FONT}>{escape(notice)}</text>"
+            )
         return head + "".join(self.out) + "</svg>\n"
 
 
@@ -488,7 +529,7 @@ def _draw(path: str | os.PathLike[str], scan: dict[str, Any]) -> str:
     canvas.cap_waits()
     canvas.time_axis(slot_top)
     canvas.legend()
-    return canvas.svg(tally.summary())
+    return canvas.svg(tally.summary(), tally.cut_notice())
 
 
 def _html(svg: str, title: str) -> str:
@@ -508,7 +549,8 @@ def render_timeline(trace: str | os.PathLike[str], output: str | os.PathLike[str
         agentcore.render_timeline("trace.json", "timeline.svg")  # or "timeline.html"
 
     Args:
-        trace: the trace file (one still being written, or cut short by a crash, works too).
+        trace: the trace file (one still being written, or cut short by a crash, works too:
+            the picture says where it was cut).
         output: ``.svg``, or ``.html`` for a page holding the SVG; replaced.
 
     Returns:

@@ -7,10 +7,18 @@ Theory of operation
 every run's events and those of requests made outside runs. Each event turns into trace
 events that go straight to the file, one JSON object per line inside a JSON array, so the
 trace of a batch of any size costs memory only for what is in flight: the lanes in use, the
-attempts holding a slot, the runs going on (their index, for the slice names). The file is
-valid JSON once the writer is closed; a trace cut short by a crash still loads in Perfetto
-(it accepts a missing ``]``), and :func:`read_trace` reads it line by line. It uses nothing
-but the public events: a sink of your own can write the same file.
+attempts holding a slot, the runs going on (their index, for the slice names). It uses
+nothing but the public events: a sink of your own can write the same file.
+
+Written as it goes: the opening ``[`` and the track names reach the file when the writer
+opens, and what is buffered after that (64 KiB at most) reaches it whenever the trio loop is
+about to wait with nothing to run (a trio instrument's ``before_io_wait``), so a process
+killed at any moment leaves on disk every event up to its last idle moment: all of them
+while the batch waits on the network or a Batch API, and the 64 KiB before it in a CPU-bound
+stretch. The file is valid JSON once the writer is closed, which also writes a closing
+``agentcore`` metadata event; a trace without it was cut short (a crash, a kill, or a batch
+still running). Such a trace still loads in Perfetto (it accepts a missing ``]``), and
+:func:`read_trace` reads any prefix of the file (a torn last line, an empty file).
 
 Tracks (``pid``/``tid`` in the trace format):
 
@@ -114,6 +122,8 @@ class TraceWriter:
     def __init__(self, path: str | os.PathLike[str], now: float) -> None:
         self._path = Path(path)
         self._file: IO[bytes] | None = self._path.open("wb", buffering=1 << 16)
+        self._dirty = False
+        """Whether events were written since the last flush."""
         self._origin = now
         self._slots = _Lanes()
         self._tools = _Lanes()
@@ -139,6 +149,9 @@ class TraceWriter:
             self._emit(
                 {"name": "process_sort_index", "ph": "M", "pid": pid, "args": {"sort_index": pid}}
             )
+        self.flush()
+        self._flusher = _FlushWhenIdle(self)
+        trio.lowlevel.add_instrument(self._flusher)
 
     # -------------------------------------------------------------------- plumbing
 
@@ -150,11 +163,26 @@ class TraceWriter:
             try:
                 self._file.write(orjson.dumps(event) + b",\n")
             except OSError as exc:
-                # A full disk must not take the batch down: stop tracing, say so once.
-                BATCH.warning("trace file %s: %s; tracing stopped", self._path, exc)
-                with contextlib.suppress(OSError):
-                    self._file.close()
-                self._file = None
+                self._stop(exc)
+            else:
+                self._dirty = True
+
+    def _stop(self, exc: OSError) -> None:
+        # A full disk must not take the batch down: stop tracing, say so once.
+        BATCH.warning("trace file %s: %s; tracing stopped", self._path, exc)
+        file, self._file = self._file, None
+        if file is not None:
+            with contextlib.suppress(OSError):
+                file.close()
+
+    def flush(self) -> None:
+        """Hand what is buffered to the operating system (it survives a kill from then on)."""
+        if self._file is not None:
+            self._dirty = False
+            try:
+                self._file.flush()
+            except OSError as exc:
+                self._stop(exc)
 
     def _counter(self, name: str, now: float, **values: int) -> None:
         self._emit({"name": name, "ph": "C", "ts": self._us(now), "pid": BATCH_PID, "args": values})
@@ -450,6 +478,8 @@ class TraceWriter:
 
     def close(self) -> None:
         """Finish the file (idempotent); attempts still open are drawn as cancelled."""
+        with contextlib.suppress(KeyError, RuntimeError):  # removed once, inside trio
+            trio.lowlevel.remove_instrument(self._flusher)
         if self._file is None:
             return
         for key, (started, _) in list(self._attempts.items()):
@@ -468,17 +498,29 @@ class TraceWriter:
             BATCH.warning("trace file %s: %s", self._path, exc)
 
 
+class _FlushWhenIdle(trio.abc.Instrument):
+    """Flushes a trace writer whenever the trio loop is about to wait for something with
+    nothing to run (and the writer has unflushed events)."""
+
+    def __init__(self, writer: TraceWriter) -> None:
+        self._writer = writer
+
+    def before_io_wait(self, timeout: float) -> None:
+        if timeout > 0 and self._writer._dirty:
+            self._writer.flush()
+
+
 def read_trace(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
-    """The events of a trace file, one at a time (a file cut short by a crash included).
+    """The events of a trace file, one at a time (a file cut short by a crash included: any
+    prefix of what :class:`TraceWriter` writes, an empty file among them).
 
     Reads the line-per-event layout :class:`TraceWriter` writes, and falls back to loading
     the whole document for traces written by other tools.
     """
     with Path(path).open("rb") as f:
-        first = f.readline()
-        if first.strip() != b"[":
-            rest = first + f.read()
-            data = orjson.loads(rest)
+        first = f.readline().strip()
+        if first not in (b"", b"["):  # not this writer's layout, nor an empty file
+            data = orjson.loads(first + f.read())
             yield from data["traceEvents"] if isinstance(data, dict) else data
             return
         for raw in f:

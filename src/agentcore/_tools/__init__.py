@@ -2,8 +2,10 @@
 
 Imports ``_core``, ``_codecs`` and ``_observe``; the driver above calls into it. Files:
 
-- ``spec``: :func:`tool`, :class:`Tool` and the JSON schema of a tool's arguments.
-- ``context``: :class:`RunContext`, what a tool learns about the run that called it.
+- ``spec``: :func:`tool`, :class:`Tool` (and its base ``ToolBase``, what tasks and drivers
+  hold of any tool) and the JSON schema of a tool's arguments.
+- ``context``: :class:`RunContext`, what a tool learns about the run that called it, and the
+  checks that a ``replay_safe`` path leads somewhere in it.
 - ``executor``: :class:`ToolExecutor`: validation, singleflight, reuse of results, limits,
   threads.
 - ``caps``: :class:`Cap`, a FIFO concurrency cap shared by trio tasks (a tool's

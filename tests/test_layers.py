@@ -27,12 +27,25 @@ LAYERS: dict[str, frozenset[str]] = {
     "_transports": frozenset({"_core", "_codecs", "_observe"}),
     "_sim": frozenset({"_core"}),
     "_tools": frozenset({"_core", "_codecs", "_observe"}),
-    "_driver": frozenset({"_core", "_codecs", "_observe", "_transports", "_sim", "_tools"}),
+    "_backends": frozenset({"_core", "_codecs", "_observe", "_transports", "_sim"}),
+    "_driver": frozenset(
+        {"_core", "_codecs", "_observe", "_transports", "_sim", "_tools", "_backends"}
+    ),
     "_tasks": frozenset(
-        {"_core", "_codecs", "_observe", "_transports", "_sim", "_tools", "_driver"}
+        {"_core", "_codecs", "_observe", "_transports", "_sim", "_tools", "_backends", "_driver"}
     ),
     "_distributed": frozenset(
-        {"_core", "_codecs", "_observe", "_transports", "_sim", "_tools", "_driver", "_tasks"}
+        {
+            "_core",
+            "_codecs",
+            "_observe",
+            "_transports",
+            "_sim",
+            "_tools",
+            "_backends",
+            "_driver",
+            "_tasks",
+        }
     ),
     "_cli": frozenset(
         {
@@ -42,6 +55,7 @@ LAYERS: dict[str, frozenset[str]] = {
             "_transports",
             "_sim",
             "_tools",
+            "_backends",
             "_driver",
             "_tasks",
             "_distributed",

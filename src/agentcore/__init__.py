@@ -70,7 +70,7 @@ if TYPE_CHECKING:
     # the trio driver (docs/driver.md)
     from ._driver.driver import Driver as Driver
     from ._driver.open import open_driver as open_driver
-    from ._driver.fallback import Fallback as Fallback
+    from ._backends.fallback import Fallback as Fallback
     from ._driver.options import DriverOptions as DriverOptions
     from ._core.fallback import CircuitBreaker as CircuitBreaker
     from ._core.fallback import FallbackPolicy as FallbackPolicy
@@ -169,7 +169,7 @@ _EXPORTS: dict[str, str] = {
     # the trio driver (docs/driver.md)
     "Driver": "_driver.driver",
     "open_driver": "_driver.open",
-    "Fallback": "_driver.fallback",
+    "Fallback": "_backends.fallback",
     "DriverOptions": "_driver.options",
     "FallbackPolicy": "_core.fallback",
     "CircuitBreaker": "_core.fallback",

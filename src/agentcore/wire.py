@@ -17,7 +17,8 @@ driver accepts any object that implements it), or to configure a :class:`Backend
 
 from __future__ import annotations
 
-from ._codecs.codec import Backend as Backend
+from ._backends.backend import Backend as Backend
+from ._backends.urls import backend as backend
 from ._codecs.codec import Codec as Codec
 from ._codecs.codec import StreamDecoder as StreamDecoder
 from ._codecs.codec import TextDelta as TextDelta
@@ -30,7 +31,6 @@ from ._codecs.sse import SSEEvent as SSEEvent
 from ._core.errors import TransportError as TransportError
 from ._core.errors import TransportErrorKind as TransportErrorKind
 from ._public import publish as _publish
-from ._transports.backends import backend as backend
 from ._transports.model_client import ModelClient as ModelClient
 from ._transports.model_client import StreamingModelClient as StreamingModelClient
 from ._transports.protocol import ResponseStream as ResponseStream

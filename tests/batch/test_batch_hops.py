@@ -15,8 +15,8 @@ import trio
 
 import agentcore
 from agentcore import ConfigError, Task, open_driver, run_batch
+from agentcore._backends.urls import backend as make_backend
 from agentcore._sim import SimConfig, open_sim_server
-from agentcore._transports.backends import backend as make_backend
 from agentcore._transports.batch_api import ANTHROPIC_BATCHES, OPENAI_BATCHES
 from agentcore._transports.batch_journal import BatchJournal
 from agentcore._transports.batching import BatchModelClient

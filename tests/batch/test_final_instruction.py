@@ -16,10 +16,17 @@ import attrs
 import pytest
 
 import agentcore
-from agentcore import DEFAULT_FINAL_INSTRUCTION, Agent, ModelParams, Task, open_driver, run_batch
+from agentcore import (
+    DEFAULT_FINAL_INSTRUCTION,
+    Agent,
+    ModelParams,
+    Task,
+    Timeouts,
+    open_driver,
+    run_batch,
+)
+from agentcore._backends.stack import open_client
 from agentcore._distributed.backoff import SharedBackoff
-from agentcore._driver.open import open_client
-from agentcore._driver.options import DriverOptions
 from agentcore._tasks.task import compile_job
 from agentcore.core import (
     AssistantMessage,
@@ -163,7 +170,17 @@ async def test_a_distributed_workers_shared_back_off_keeps_its_clients_answer() 
     # Workers wrap their backend's client to pause together; the wrapper sends the same
     # requests, so a distributed batch sends what a local one sends.
     async with contextlib.AsyncExitStack() as stack:
-        inner, configured = await open_client(stack, "vllm://127.0.0.1:1", DriverOptions(model="m"))
+        inner, configured = await open_client(
+            stack,
+            "vllm://127.0.0.1:1",
+            model="m",
+            max_inflight=4,
+            stream=None,
+            timeouts=Timeouts(),
+            transport=None,
+            api_key=None,
+            options={},
+        )
         assert configured.schema_on_final
         async with open_driver(SharedBackoff(inner, None, "pause")) as driver:  # type: ignore[arg-type]
             assert driver.schema_on_final

@@ -163,7 +163,7 @@ async def test_without_a_warm_up_the_first_flex_request_goes_alone_and_stops_the
 
 
 async def test_flex_requests_wait_at_least_fifteen_minutes_for_an_answer() -> None:
-    from agentcore._driver.tiers import FLEX_TIMEOUT
+    from agentcore._backends.tiers import FLEX_TIMEOUT
     from agentcore._transports.tiered import TieredModelClient
 
     async with open_driver("sim://", service_tier="flex-then-standard") as driver:

@@ -8,8 +8,8 @@ import pytest
 import trio
 
 from agentcore import ConfigError, ErrorKind, Timeouts
+from agentcore._codecs.codec import TransportKind
 from agentcore._codecs.openai import OpenAICodec
-from agentcore._driver.open import TransportKind
 from agentcore._transports.factory import make_transport
 from agentcore._transports.model_client import HttpModelClient
 from agentcore.core import CallModel, ModelFailed, UserMessage

@@ -14,10 +14,9 @@ import tracemalloc
 import pytest
 
 from agentcore import ErrorKind, Timeouts
-from agentcore._codecs.codec import StreamDecoder
+from agentcore._codecs.codec import StreamDecoder, TransportKind
 from agentcore._codecs.http import Headers, HttpRequest
 from agentcore._codecs.openai import OpenAICodec
-from agentcore._driver.open import TransportKind
 from agentcore._transports.factory import make_transport
 from agentcore._transports.model_client import HttpModelClient
 from agentcore.core import CallModel, ModelFailed, ModelResponded, UserMessage

@@ -21,6 +21,8 @@ from typing import IO, Any, TypeVar, get_args
 import orjson
 import trio
 
+from .._backends.urls import backend as make_backend
+from .._backends.urls import is_batch
 from .._codecs.dialects import DIALECTS
 from .._codecs.values import json_value
 from .._core.errors import ConfigError
@@ -52,8 +54,6 @@ from .._tasks.results_file import (
 )
 from .._tasks.task import RenderError, Task, job_run_id, render_prompt
 from .._tasks.taskfile import TaskFileError, load_task
-from .._transports.backends import backend as make_backend
-from .._transports.backends import is_batch
 from .batch_progress import journal_path, show_hops
 from .demo import demo_inputs, demo_task
 from .distributed import run_submitter, run_worker_command

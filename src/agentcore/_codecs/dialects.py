@@ -4,7 +4,7 @@ Every fact agentcore keeps about a dialect is a field of its :class:`Dialect` re
 :data:`DIALECTS`: its URL scheme's default port, whether such servers are self-hosted, the
 default transport, the batch warm-up, whether streamed connections are reused, the options it
 takes and their defaults, how it writes priority and the request id. The backend URLs
-(:mod:`agentcore._transports.backends`), the option validation and the wire extras below read
+(:mod:`agentcore._backends.urls`), the option validation and the wire extras below read
 the record and nothing else, so a new engine is one more record.
 
 The OpenAI codec builds the common body (model, tools, messages, sampling parameters); this

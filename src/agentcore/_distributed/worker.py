@@ -58,7 +58,8 @@ import attrs
 import orjson
 import trio
 
-from .._codecs.codec import Backend
+from .._backends.backend import Backend
+from .._backends.stack import open_client
 from .._codecs.serde import dumps, loads
 from .._core.errors import ConfigError
 from .._core.events import (
@@ -74,7 +75,7 @@ from .._core.events import (
 )
 from .._core.loop import AgentLoop, LoopSnapshot, RunState
 from .._driver.driver import Driver
-from .._driver.open import open_client, open_driver
+from .._driver.open import open_driver
 from .._driver.options import DriverOptions, resolve_options
 from .._observe.log import DISTRIBUTED
 from .._tasks.results_file import ResultRecord
@@ -534,7 +535,17 @@ async def _worker_driver(
         if backoff is not None:
             inner: ModelClient
             if isinstance(backend, str | Backend):
-                inner, _ = await open_client(stack, backend, options)
+                inner, _ = await open_client(
+                    stack,
+                    backend,
+                    model=options.model,
+                    max_inflight=options.max_inflight,
+                    stream=options.stream,
+                    timeouts=options.timeouts,
+                    transport=options.transport,
+                    api_key=options.api_key,
+                    options=dict(options.backend_options),
+                )
                 # The client options are spent on the client made here.
                 options = attrs.evolve(
                     options, stream=None, transport=None, api_key=None, backend_options={}

@@ -1,11 +1,12 @@
 """The trio driver: it performs the effects of many agent loops against one backend.
 
 Imports the layers below it (``_core``, ``_codecs``, ``_observe``, ``_transports``, ``_sim``,
-``_tools``), never the ones above (``_tasks``, ``_distributed``, ``_cli``). Files:
+``_tools``, ``_backends``), never the ones above (``_tasks``, ``_distributed``, ``_cli``). The
+model clients it drives come assembled from ``_backends``. Files:
 
 - ``driver``: :class:`Driver`, the facade users hold (run, stream, watch, generate,
   call_model, cancel, statistics).
-- ``open``: :func:`open_driver`, which builds a driver from a backend URL and options.
+- ``open``: :func:`open_driver`, which opens a driver around the client stack of a backend.
 - ``options``: :class:`DriverOptions`, the driver's options as one checked value that every
   entry point takes.
 - ``runner``: the per-run runner: drives one loop's effects, and ends its run with a result.
@@ -14,11 +15,9 @@ Imports the layers below it (``_core``, ``_codecs``, ``_observe``, ``_transports
 - ``runs``: the bookkeeping of runs in progress, and the queue and stream of a batch's results.
 - ``feed``: the worker pool, ready line and parked deadlines of one result stream.
 - ``requests``: the model request path (slot, rate budget, attempts, retries).
-- ``fallback``: model fallback across backends.
+- ``fallback``: the request path of model fallback across backends.
 - ``breaker``: the trio side of a backend's circuit breaker (model fallback).
-- ``tiers``: the service-tier and price options, and the tiered client of a backend.
 - ``generate``: one-shot generation without an agent loop.
-- ``batch_backend``: Batch API backends' options, client, slots and ledger.
 - ``observed``: the driver's side of step events (deltas, tool calls reported, a run's end).
 - ``slot_limiter``: the trio side of the inference-slot policy.
 - ``rate_limiter``: the trio side of per-minute rate budgets.

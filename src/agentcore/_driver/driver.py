@@ -29,8 +29,8 @@ from typing import Any
 
 import trio
 
+from .._backends.backend import Backend
 from .._codecs.classify import deadline_error
-from .._codecs.codec import Backend
 from .._core.budgets import UsageLimits
 from .._core.cost import CostLedger
 from .._core.events import CallModel, ModelFailed, ModelResponded

@@ -24,44 +24,16 @@ backend), and a run records which backend gave the final event of each of its re
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
-
-import attrs
+from collections.abc import Sequence
 
 from .._core.events import CallModel, ModelFailed, ModelResponded
 from .._core.fallback import CircuitBreaker, FallbackPolicy
-from .._core.validators import optional_int_at_least, optional_nonempty_str
 from .._observe.steps import StepSink
 from .breaker import BackendBreaker, PassedOver
 from .requests import ModelRequests, StreamSink
 from .runs import Run
 
-__all__ = ["Fallback", "FallbackRequests"]
-
-
-@attrs.frozen
-class Fallback:
-    """One fallback backend of a driver (``open_driver(..., fallback=[...])``).
-
-    A plain URL, ``Backend`` or model client in the ``fallback`` list means the same as
-    ``Fallback(that)``.
-    """
-
-    backend: Any
-    """A backend URL, a ``Backend``, or a model client (stays the caller's to close)."""
-    model: str = attrs.field(default="", kw_only=True)
-    """The model name sent to this backend (``""``: the driver's ``model``)."""
-    max_inflight: int | None = attrs.field(
-        default=None, kw_only=True, validator=optional_int_at_least(1)
-    )
-    """This backend's inference slots (``None``: the driver's ``max_inflight``)."""
-    api_key: str | None = attrs.field(default=None, kw_only=True)
-    """The API key of this backend (never the primary's: it may be another vendor)."""
-    name: str | None = attrs.field(default=None, kw_only=True, validator=optional_nonempty_str)
-    """How results and statistics name it (default: the URL, else ``fallback-N``)."""
-    options: Mapping[str, Any] = attrs.field(factory=dict, kw_only=True)
-    """Dialect options for a backend given by URL (as ``open_driver``'s extra keywords)."""
+__all__ = ["FallbackRequests"]
 
 
 class FallbackRequests:

@@ -19,7 +19,8 @@ from typing import Any
 
 import attrs
 
-from .._codecs.codec import Backend
+from .._backends.backend import Backend
+from .._backends.fallback import Fallback
 from .._codecs.http import Timeouts
 from .._core.errors import ConfigError
 from .._core.events import ErrorKind
@@ -38,7 +39,6 @@ from .._tools.executor import DEFAULT_CACHE_SIZE, DEFAULT_THREAD_LIMIT
 from .._tools.mcp import McpServer
 from .._transports.factory import TransportKind
 from .._transports.model_client import ModelClient
-from .fallback import Fallback
 
 __all__ = ["OPTION_NAMES", "DriverOptions", "resolve_options"]
 

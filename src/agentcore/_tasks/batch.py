@@ -22,7 +22,8 @@ import attrs
 import orjson
 import trio
 
-from .._codecs.codec import WARM_UPS, Backend, WarmUp
+from .._backends.backend import Backend
+from .._codecs.codec import WARM_UPS, WarmUp
 from .._codecs.values import json_value
 from .._core.budgets import UsageLimits
 from .._core.caps import check_cap

@@ -11,8 +11,6 @@ Imports ``_core``, ``_codecs`` and ``_observe``. Files:
   an event per chunk).
 - ``hosted``: httpx, for hosted APIs (HTTP/2, proxies, the system's trust store).
 - ``factory``: picking a transport for a base URL.
-- ``backends``: a backend URL (``vllm://``, ``https://…``, ``bedrock://``) to its codec,
-  transport settings and credentials (:func:`agentcore.wire.backend`).
 - ``sigv4``: AWS credentials and SigV4 signing for Bedrock (the ``bedrock`` extra).
 - ``model_client``: :class:`ModelClient`, one model exchange over codec + transport.
 - ``tiered``: a model client sending each request on a service tier (flex, then standard on

@@ -1,4 +1,4 @@
-"""Batch API backends in the driver: their options, their client, their slots and their ledger.
+"""Batch API backends in a backend stack: their options, their client, their slots and their ledger.
 
 ``open_driver("openai-batch://", journal="out.batch-journal.jsonl", gather=1.0, poll=5.0)``:
 :func:`split_batch` takes the batch options out of a backend's options before the backend is
@@ -16,15 +16,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .._codecs.codec import Backend
 from .._core.cost import CostLedger, merge_prices
 from .._core.errors import ConfigError
-from .._transports.backends import is_batch
 from .._transports.batch_api import ANTHROPIC_BATCHES, OPENAI_BATCHES
 from .._transports.batch_journal import BatchJournal
 from .._transports.batching import BatchModelClient
 from .._transports.model_client import ModelClient
 from .._transports.protocol import Transport
+from .backend import Backend
+from .urls import is_batch
 
 __all__ = ["BATCH_OPTIONS", "batch_client", "batch_ledger", "batch_slots", "split_batch"]
 

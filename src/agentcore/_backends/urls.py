@@ -46,12 +46,13 @@ from urllib.parse import SplitResult, urlsplit
 import attrs
 
 from .._codecs.anthropic import AnthropicCodec
-from .._codecs.codec import WARM_UPS, Backend, Codec, TransportKind, WarmUp
+from .._codecs.codec import WARM_UPS, Codec, TransportKind, WarmUp
 from .._codecs.dialects import DIALECTS
 from .._codecs.openai import OpenAICodec
 from .._codecs.reply_limit import DEFAULT_MAX_REPLY_BYTES, check_max_reply_bytes
 from .._core.errors import ConfigError
 from .._core.validators import check_header_value
+from .backend import Backend
 
 __all__ = ["BATCH_SCHEMES", "backend", "bind_sim", "is_batch", "is_sim"]
 
@@ -325,7 +326,7 @@ def _bedrock_backend(asked: _Asked) -> Backend:
             f"unknown bedrock:// options {sorted(unknown)}; expected {sorted(_BEDROCK_OPTIONS)}"
         )
     from .._codecs.bedrock import BedrockCodec  # noqa: PLC0415 - optional extra, loaded on use
-    from .sigv4 import BedrockSigner  # noqa: PLC0415
+    from .._transports.sigv4 import BedrockSigner  # noqa: PLC0415
 
     signer = BedrockSigner(region, profile=options.get("profile"))
     codec = BedrockCodec(

@@ -1,4 +1,4 @@
-"""Service tiers and prices in the driver: the options, and the tiered client of a backend.
+"""Service tiers and prices of a backend stack: the options, and the tiered client of a backend.
 
 ``open_driver(..., service_tier="flex-then-standard", prices={...})`` (and a fallback's
 ``Fallback(url, options={"service_tier": ...})``) are read here: :func:`split_tier` takes the
@@ -16,15 +16,15 @@ from typing import Any, Final
 
 import attrs
 
-from .._codecs.codec import Backend
 from .._codecs.http import Timeouts
 from .._codecs.openai import OpenAICodec
 from .._core.cost import CostLedger, merge_prices
 from .._core.errors import ConfigError
 from .._core.service_tier import ServiceTier, TierPolicy, WireTier, check_service_tier
-from .._transports.backends import backend as make_backend
 from .._transports.model_client import HttpModelClient, ModelClient
 from .._transports.tiered import TieredModelClient
+from .backend import Backend
+from .urls import backend as make_backend
 
 __all__ = ["FLEX_TIMEOUT", "ledger_for", "split_prices", "split_tier", "tiered_client"]
 

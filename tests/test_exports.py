@@ -63,7 +63,8 @@ NAMESPACES = {
         "SlotQueue", "dumps", "loads",
     },
     "agentcore.wire": {
-        "Backend", "backend", "Codec", "StreamDecoder", "TextDelta", "ToolCallDelta",
+        "Backend", "BatchSettings", "backend", "Codec", "StreamDecoder", "TextDelta",
+        "ToolCallDelta",
         "HttpRequest", "HttpResponse", "SSEDecoder", "SSEEvent", "Exchange", "ModelClient",
         "ResponseStream", "Transport", "TransportError", "TransportErrorKind",
         "StreamingModelClient",

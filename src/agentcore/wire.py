@@ -12,12 +12,14 @@ driver accepts any object that implements it), or to configure a :class:`Backend
 - :class:`ModelClient`, :class:`Exchange`: one model exchange, as the driver sees it;
   :class:`StreamingModelClient`: one that also hands out deltas as they arrive.
 - :class:`SSEDecoder`, :class:`SSEEvent`: the server-sent-events decoder the codecs use.
-- :func:`backend`, :class:`Backend`: a backend URL to a configured codec and transport.
+- :func:`backend`, :class:`Backend`: a backend URL and its options to a configured codec and
+  transport; :class:`BatchSettings`: a Batch API backend's settings.
 """
 
 from __future__ import annotations
 
 from ._backends.backend import Backend as Backend
+from ._backends.backend import BatchSettings as BatchSettings
 from ._backends.urls import backend as backend
 from ._codecs.codec import Codec as Codec
 from ._codecs.codec import StreamDecoder as StreamDecoder
@@ -38,6 +40,7 @@ from ._transports.protocol import Transport as Transport
 
 __all__ = [
     "Backend",
+    "BatchSettings",
     "Codec",
     "Exchange",
     "HttpRequest",

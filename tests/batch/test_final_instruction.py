@@ -9,7 +9,6 @@ tokens no cache can hold (docs/decisions.md).
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 import attrs
@@ -21,12 +20,12 @@ from agentcore import (
     Agent,
     ModelParams,
     Task,
-    Timeouts,
     open_driver,
     run_batch,
 )
-from agentcore._backends.stack import open_client
 from agentcore._distributed.backoff import SharedBackoff
+from agentcore._driver.open import open_driver_with
+from agentcore._driver.options import DriverOptions
 from agentcore._tasks.task import compile_job
 from agentcore.core import (
     AssistantMessage,
@@ -38,6 +37,7 @@ from agentcore.core import (
     UserMessage,
 )
 from agentcore.testing import ScriptedModel
+from agentcore.wire import ModelClient
 
 
 @agentcore.tool(cache=True)
@@ -169,21 +169,14 @@ async def test_a_model_client_given_as_such_counts_when_it_says_so() -> None:
 async def test_a_distributed_workers_shared_back_off_keeps_its_clients_answer() -> None:
     # Workers wrap their backend's client to pause together; the wrapper sends the same
     # requests, so a distributed batch sends what a local one sends.
-    async with contextlib.AsyncExitStack() as stack:
-        inner, configured = await open_client(
-            stack,
-            "vllm://127.0.0.1:1",
-            model="m",
-            max_inflight=4,
-            stream=None,
-            timeouts=Timeouts(),
-            transport=None,
-            api_key=None,
-            options={},
-        )
-        assert configured.schema_on_final
-        async with open_driver(SharedBackoff(inner, None, "pause")) as driver:  # type: ignore[arg-type]
-            assert driver.schema_on_final
+    def wrap(inner: ModelClient) -> ModelClient:
+        return SharedBackoff(inner, None, "pause")  # type: ignore[arg-type]
+
+    options = DriverOptions(model="m")
+    async with open_driver_with("vllm://127.0.0.1:1", options, (), wrap) as driver:
+        assert isinstance(driver.client, SharedBackoff)
+        assert driver.backend is not None and driver.backend.schema_on_final
+        assert driver.schema_on_final
 
 
 def instruction_sent(transcript: Any) -> bool:

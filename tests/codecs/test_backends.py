@@ -13,6 +13,7 @@ from agentcore import ConfigError
 from agentcore._codecs.anthropic import AnthropicCodec
 from agentcore._codecs.openai import OpenAICodec
 from agentcore.core import OutputSpec
+from agentcore.sim import SimConfig
 from agentcore.wire import Backend, backend
 from tests.codecs.openai_helpers import tool_turn_call
 
@@ -141,9 +142,13 @@ def test_stream_option_sets_the_default() -> None:
 
 
 def test_sim_scheme_is_left_for_the_driver() -> None:
-    b = backend("sim://", model="", config={"seed": 3}, priority=True)
+    config = SimConfig(seed=3)
+    b = backend("sim://", model="", config=config, priority=True)
     assert (b.name, b.base_url, b.transport, b.self_hosted) == ("sim", "sim://", "lean", True)
-    assert b.options["config"] == {"seed": 3}
+    assert b.options["config"] is config
+    assert b.model == "sim"  # the model the codec sends: the sim dialect's default
+    with pytest.raises(ConfigError, match="config must be a SimConfig"):
+        backend("sim://", model="", config={"seed": 3})
     assert isinstance(b.codec, OpenAICodec)
     assert (b.codec.dialect, b.codec.model) == ("sim", "sim")
     bound = backend("http://127.0.0.1:4321/v1", model="", dialect="sim")
@@ -152,7 +157,10 @@ def test_sim_scheme_is_left_for_the_driver() -> None:
 
 def test_a_configured_backend_is_returned_unchanged() -> None:
     b = backend("vllm://h:1", model="m")
-    assert backend(b, model="ignored") is b
+    assert backend(b) is b
+    assert backend(b, model="m") is b
+    with pytest.raises(ConfigError, match="configured for model 'm'"):
+        backend(b, model="another")  # it would be sent as "m" all the same
     with pytest.raises(ConfigError, match="configured Backend"):
         backend(b, model="m", priority=True)
 

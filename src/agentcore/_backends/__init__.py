@@ -6,14 +6,18 @@ the clients this layer opens, and never assembles one itself. Imports ``_core``,
 the layers above (``_driver``, ``_tasks``, ``_distributed``, ``_cli``). Files:
 
 - ``backend``: :class:`Backend`, a configured backend as a value (where it is, its codec, its
-  transport, its own options).
+  transport, its own options as typed fields: service tier, Batch API settings).
+- ``options``: a backend's options by name and their checks, one table for every entry point
+  (``wire.backend``, ``open_driver``'s keywords, ``DriverOptions.backend_options``,
+  ``Fallback.options``, the CLI).
 - ``urls``: a backend URL (``vllm://``, ``https://…``, ``bedrock://``, ``openai-batch://``)
   to its :class:`Backend`: codec, transport settings and credentials
   (:func:`agentcore.wire.backend`).
-- ``stack``: opening the model client of a backend and of each fallback backend, closed with
-  the caller's exit stack.
-- ``tiers``: the service-tier and price options, and the tiered client of a backend.
-- ``batch``: Batch API backends' options, client, slots and ledger.
+- ``stack``: configuring a driver's backends, then opening the model client of each (and the
+  cost ledger), closed with the caller's exit stack.
+- ``tiers``: the cost ledger (prices, an exact cost), and the tiered client of a backend with
+  a service tier.
+- ``batch``: Batch API backends' client and slots.
 - ``fallback``: :class:`Fallback`, a fallback backend as a value, and the names of a driver's
   backends.
 """

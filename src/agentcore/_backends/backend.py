@@ -2,20 +2,75 @@
 
 :class:`Backend` is what :func:`agentcore.wire.backend` returns and what every entry point
 that opens a driver takes in place of a URL: where the server is, the codec that speaks its
-dialect, the transport to reach it, and the options of the backend itself.
+dialect, the transport to reach it, and the backend's own options as typed fields (its
+service tier, a Batch API backend's :class:`BatchSettings`). Every field is checked when the
+value is built, by ``wire.backend`` and by ``attrs.evolve`` alike: an option the backend
+cannot use (a tier on a Batch API backend, flex on an API without it) is a
+:class:`~agentcore.ConfigError` there.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
 from .._codecs.codec import Codec, TransportKind, WarmUp, says_schema_on_final
+from .._codecs.openai import OpenAICodec
 from .._codecs.reply_limit import DEFAULT_MAX_REPLY_BYTES
+from .._core.errors import ConfigError
+from .._core.service_tier import ServiceTier, check_service_tier
 
-__all__ = ["Backend"]
+__all__ = ["BATCH_SETTINGS", "Backend", "BatchSettings"]
+
+
+def _journal(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and not isinstance(value, str | os.PathLike):
+        raise ConfigError(f"journal must be a file path or None, got {value!r}")
+
+
+def _seconds(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise ConfigError(f"{attribute.name} must be a number of seconds >= 0, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class BatchSettings:
+    """How a Batch API backend (``openai-batch://``, ``anthropic-batch://``) gathers its
+    model calls into hops, polls them and journals them (``docs/batch.md``).
+
+    Given to :func:`agentcore.wire.backend` (and every entry point that configures a
+    backend) as the keywords ``journal``, ``gather``, ``poll`` and ``poll_max``.
+
+    Raises:
+        ConfigError: a journal that is no path, or a negative or non-numeric number of
+            seconds.
+    """
+
+    journal: str | os.PathLike[str] | None = attrs.field(default=None, validator=_journal)
+    """The journal file of the hops, so a restarted process resumes a hop instead of
+    submitting it again (``None``: no journal)."""
+    gather: float = attrs.field(default=1.0, validator=_seconds)
+    """A hop closes once no new call has arrived for this many seconds."""
+    poll: float = attrs.field(default=5.0, validator=_seconds)
+    """Seconds before the first poll of a submitted hop (then half as long again each time)."""
+    poll_max: float = attrs.field(default=60.0, validator=_seconds)
+    """The longest wait between two polls."""
+
+
+BATCH_SETTINGS: Final = tuple(field.name for field in attrs.fields(BatchSettings))
+"""The keywords that configure a Batch API backend's :class:`BatchSettings`."""
+
+
+def _tier(value: object) -> ServiceTier | None:
+    return None if value is None else check_service_tier(value)
+
+
+def _batch(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and not isinstance(value, BatchSettings):
+        raise ConfigError(f"Backend.batch must be a BatchSettings or None, got {value!r}")
 
 
 @attrs.frozen
@@ -23,11 +78,16 @@ class Backend:
     """A configured inference backend: where it is, how to talk to it, what it supports.
 
     Built by :func:`agentcore.wire.backend` from a URL such as ``vllm://127.0.0.1:8000``.
+
+    Raises:
+        ConfigError: an option the backend cannot use: a service tier on a Batch API backend,
+            a flex tier on an API without one, streaming on a Batch API backend.
     """
 
     name: str
     """Dialect name: one of :data:`agentcore._codecs.dialects.DIALECTS` (``openai``, ``vllm``,
-    ``sglang``, ``dynamo``, ``sim``, ``llamacpp``), ``anthropic`` or ``bedrock``."""
+    ``sglang``, ``dynamo``, ``sim``, ``llamacpp``), ``anthropic`` or ``bedrock``; or the
+    Batch API scheme (``openai-batch``, ``anthropic-batch``)."""
     base_url: str
     """``http(s)://host[:port][/base path]`` that request paths are appended to."""
     codec: Codec = attrs.field(eq=False, repr=False)
@@ -51,6 +111,33 @@ class Backend:
     ``off``, ``request`` (one one-token request) or ``slots`` (llama-server: one request, then
     the warm slot copied into every slot). Defaults to the dialect record's ``warm_up`` on a
     self-hosted server, ``off`` on a hosted API."""
+    model: str = ""
+    """The model name every request is sent with (the codec's)."""
+    service_tier: ServiceTier | None = attrs.field(default=None, converter=_tier)
+    """The service tier of the backend's requests (``docs/batch.md``): ``"standard"``,
+    ``"flex"`` (each request asks for the flex tier) or ``"flex-then-standard"``; ``None``:
+    the API's default tier, and no tier accounting. Flex needs an OpenAI-compatible API."""
+    batch: BatchSettings | None = attrs.field(default=None, validator=_batch)
+    """A Batch API backend's settings; ``None`` on every other backend."""
+
+    def __attrs_post_init__(self) -> None:
+        if self.batch is not None:
+            if self.service_tier is not None:
+                raise ConfigError(
+                    f"service_tier={self.service_tier!r} does not apply to {self.name}://: "
+                    "a Batch API answers at its own batch tier"
+                )
+            if self.stream:
+                raise ConfigError(
+                    f"{self.name}:// answers whole replies; stream=True does not apply"
+                )
+        if self.service_tier in ("flex", "flex-then-standard") and not isinstance(
+            self.codec, OpenAICodec
+        ):
+            raise ConfigError(
+                f"service_tier={self.service_tier!r}: the {self.name} backend has no flex tier "
+                "(OpenAI-compatible APIs do; for Anthropic use anthropic-batch://)"
+            )
 
     @property
     def schema_on_final(self) -> bool:

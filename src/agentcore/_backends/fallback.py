@@ -19,8 +19,13 @@ from .._core.errors import ConfigError
 from .._core.validators import optional_int_at_least, optional_nonempty_str
 from .._transports.model_client import ModelClient
 from .backend import Backend
+from .options import check_options
 
 __all__ = ["Fallback", "fallback_specs"]
+
+
+def _options(value: Any) -> Mapping[str, Any]:
+    return check_options(value, "Fallback.options")
 
 
 @attrs.frozen
@@ -43,8 +48,9 @@ class Fallback:
     """The API key of this backend (never the primary's: it may be another vendor)."""
     name: str | None = attrs.field(default=None, kw_only=True, validator=optional_nonempty_str)
     """How results and statistics name it (default: the URL, else ``fallback-N``)."""
-    options: Mapping[str, Any] = attrs.field(factory=dict, kw_only=True)
-    """Dialect options for a backend given by URL (as ``open_driver``'s extra keywords)."""
+    options: Mapping[str, Any] = attrs.field(factory=dict, kw_only=True, converter=_options)
+    """Options of this backend, as :func:`agentcore.wire.backend` takes them (its own, such as
+    ``service_tier``, checked here; its dialect's, checked when it is configured)."""
 
 
 def fallback_specs(

@@ -1,40 +1,79 @@
-"""Opening a backend's model client stack: the client of each route, and the cost ledger.
+"""Opening a backend's model client stack: a client per route, and the cost ledger.
 
-A backend given by URL is configured once here (``sim://`` starts the embedded server on a
-free loopback port first, then binds the simulator's URL in the ``sim`` dialect), its transport
-is made with one connection per inference slot, and its client is wrapped as its options say
-(a Batch API client, a tiered client counting into the ledger). Everything opened is closed
-with the caller's exit stack, in reverse order.
+:func:`open_stack` is the one place a driver's model clients are made. It configures every
+backend first, with nothing opened yet (a URL and its options become a
+:class:`~agentcore.wire.Backend`; a configured ``Backend`` takes the own options given with
+it; a model client is used as it is), so a mistake in any of them raises
+:class:`~agentcore.ConfigError` before anything starts. Then the cost ledger is made if it is
+wanted (:func:`~agentcore._backends.tiers.ledger_for`), and each route's client is opened:
+``sim://`` starts the embedded server on a free loopback port and binds the backend to it,
+the transport gets one connection per inference slot, and the client is wrapped as the backend
+says (a Batch API client for :attr:`Backend.batch`, a tiered client counting into the ledger).
+Everything opened is closed with the caller's exit stack, in reverse order.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import attrs
 
 from .._codecs.codec import says_schema_on_final
 from .._codecs.http import Timeouts
-from .._core.cost import CostLedger
+from .._core.cost import CostLedger, PriceTable
 from .._core.errors import ConfigError
-from .._core.validators import check_choice
 from .._transports.factory import TransportKind, make_transport
 from .._transports.model_client import HttpModelClient, ModelClient
 from .backend import Backend
-from .batch import batch_client, split_batch
-from .fallback import Fallback
-from .tiers import split_tier, tiered_client
-from .urls import backend as make_backend
+from .batch import batch_client, batch_slots
+from .fallback import Fallback, fallback_specs
+from .tiers import ledger_for, tiered_client
+from .urls import backend as configure
 from .urls import bind_sim, is_sim
 
-if TYPE_CHECKING:
-    from .._sim import SimConfig
-
-__all__ = ["open_client", "open_fallbacks"]
+__all__ = ["ClientStack", "Route", "open_stack"]
 
 
-async def open_client(
+@attrs.frozen
+class Route:
+    """One backend of a driver, opened: its name, its model client and its slot limit."""
+
+    name: str
+    client: ModelClient = attrs.field(eq=False)
+    slots: int
+    """Inference slots (``max_inflight``; a Batch API backend admits a whole batch)."""
+
+
+@attrs.frozen
+class ClientStack:
+    """The model clients of a driver's backends, opened by :func:`open_stack`."""
+
+    primary: Route
+    fallbacks: tuple[Route, ...]
+    """The fallback backends, in order."""
+    backend: Backend | None
+    """The primary backend as configured (bound to the started simulator for ``sim://``);
+    ``None`` for a model client."""
+    ledger: CostLedger | None
+    """The cost ledger every route counts into (``None``: no prices, tier or batch)."""
+    schema_on_final: bool
+    """Whether every route sends a typed run's output schema with its final request."""
+
+
+@attrs.frozen
+class _Planned:
+    """A route configured and not opened yet."""
+
+    name: str
+    target: Backend | ModelClient
+    max_inflight: int
+
+
+async def open_stack(
     stack: AsyncExitStack,
-    target: str | Backend,
+    target: str | Backend | ModelClient,
     *,
     model: str,
     max_inflight: int,
@@ -42,41 +81,111 @@ async def open_client(
     timeouts: Timeouts,
     transport: TransportKind | None,
     api_key: str | None,
-    options: dict[str, Any],
-    ledger: CostLedger | None = None,
+    backend_options: Mapping[str, Any],
+    fallback: Sequence[str | Backend | ModelClient | Fallback] = (),
+    prices: PriceTable | None = None,
+    exact_cost: bool = False,
+) -> ClientStack:
+    """Configure the backend ``target`` and each ``fallback``, then open their clients with
+    ``stack`` (see the module docstring).
+
+    ``model``, ``api_key`` and ``backend_options`` configure a primary given by URL (a
+    configured ``Backend`` takes only its own options, and the model it was built with);
+    ``stream``, ``transport`` and ``timeouts`` apply to every route given by URL or
+    ``Backend``; a :class:`Fallback` gives its own model, slots, key and options.
+
+    Raises:
+        ConfigError: an invalid backend, an option one of them cannot use, or an option
+            given with a model client.
+    """
+    primary_name = target if isinstance(target, str) else "primary"
+    plan = [
+        _Planned(
+            primary_name,
+            _configured(target, model, api_key, backend_options, stream, transport),
+            max_inflight,
+        )
+    ]
+    for name, spec in fallback_specs(fallback, primary_name):
+        # A configured Backend sends its own model unless the Fallback names one; stream and
+        # transport are checked once, with the primary.
+        sends = spec.model or (model if isinstance(spec.backend, str) else "")
+        found = _configured(spec.backend, sends, spec.api_key, spec.options, None, None)
+        plan.append(_Planned(name, found, spec.max_inflight or max_inflight))
+    backends = [p.target if isinstance(p.target, Backend) else None for p in plan]
+    ledger = ledger_for(prices, backends, exact=exact_cost)
+    routes: list[Route] = []
+    bound: Backend | None = None
+    schema_on_final = True
+    for planned in plan:
+        given = planned.target
+        if isinstance(given, Backend):
+            opened, given = await _open_client(
+                stack, given, planned.max_inflight, stream, timeouts, transport, ledger
+            )
+            bound = bound or given  # the primary, as the first route
+            schema_on_final = schema_on_final and given.schema_on_final
+        else:
+            opened = given
+            schema_on_final = schema_on_final and says_schema_on_final(given)
+        routes.append(Route(planned.name, opened, batch_slots(opened, planned.max_inflight)))
+    primary = plan[0].target
+    return ClientStack(
+        routes[0],
+        tuple(routes[1:]),
+        bound if isinstance(primary, Backend) else None,
+        ledger,
+        schema_on_final,
+    )
+
+
+def _configured(  # noqa: PLR0917 - the call site's values, in its order
+    target: object,
+    model: str,
+    api_key: str | None,
+    options: Mapping[str, Any],
+    stream: bool | None,
+    transport: TransportKind | None,
+) -> Backend | ModelClient:
+    """``target`` configured: a URL with its model and options, a ``Backend`` with its own
+    options (and, if one is given, the model it was built with), or a model client, which
+    takes none."""
+    if isinstance(target, str):
+        return configure(target, model=model, api_key=api_key, **options)
+    if isinstance(target, Backend):
+        return configure(target, model=model or None, api_key=api_key, **options)
+    if isinstance(target, ModelClient):
+        given = [name for name, value in (("stream", stream), ("transport", transport),
+                                          ("api_key", api_key)) if value is not None]  # fmt: skip
+        given += list(options)
+        if given:
+            raise ConfigError(
+                f"{', '.join(given)} apply to backends given by URL, not to a model client"
+            )
+        return target
+    raise ConfigError(f"expected a backend URL, a Backend or a model client; got {target!r}")
+
+
+async def _open_client(  # noqa: PLR0917 - the call site's values, in its order
+    stack: AsyncExitStack,
+    configured: Backend,
+    max_inflight: int,
+    stream: bool | None,
+    timeouts: Timeouts,
+    transport: TransportKind | None,
+    ledger: CostLedger | None,
 ) -> tuple[ModelClient, Backend]:
-    """The model client for ``target``, and the backend as configured (with a cost
-    ``ledger``, a tiered client: :mod:`agentcore._backends.tiers`)."""
-    tier, options = split_tier(options)
-    batch, options = split_batch(target, options)
-    if isinstance(target, Backend) and is_sim(target):
-        # A sim:// backend configured beforehand: start the simulator with its SimConfig,
-        # then aim the backend (model, key, dialect options kept) at the started server.
+    """The model client of ``configured``, closed with ``stack``, and the backend as it was
+    opened (a ``sim://`` backend bound to the simulator started for it)."""
+    if is_sim(configured):
+        # The embedded simulator: start it with the backend's SimConfig on a free loopback
+        # port, then aim the backend (model, dialect options kept) at the started server.
         from .._sim import open_sim_server  # noqa: PLC0415 - the simulator, loaded when used
 
-        server = await stack.enter_async_context(
-            open_sim_server(port=0, config=_sim_config(target))
-        )
-        bound: tuple[str | Backend, dict[str, Any]] = (bind_sim(target, server.url), options)
-    elif is_sim(target):
-        # The embedded simulator: check the options, start it on a free loopback port, then
-        # bind the backend once, as an OpenAI-compatible server in the ``sim`` dialect.
-        assert isinstance(target, str)
-        from .._sim import SimConfig, open_sim_server  # noqa: PLC0415
-
-        rest = dict(options)
-        config = rest.pop("config", None)
-        if "dialect" in rest:
-            raise ConfigError("sim:// speaks the sim dialect; dialect= does not apply to it")
-        if config is not None and not isinstance(config, SimConfig):
-            raise ConfigError(f"config must be a SimConfig, got {config!r}")
+        config = configured.options.get("config")
         server = await stack.enter_async_context(open_sim_server(port=0, config=config))
-        bound = (server.url, {**rest, "dialect": "sim"})
-    else:
-        bound = (target, options)
-    configured = make_backend(bound[0], model=model, api_key=api_key, **bound[1])
+        configured = bind_sim(configured, server.url)
     kind = configured.transport if transport is None else transport
-    check_choice("transport", kind, ("lean", "httpx"))
     moved = make_transport(
         configured.base_url,
         kind=kind,
@@ -84,8 +193,8 @@ async def open_client(
         max_reply_bytes=configured.max_reply_bytes,
         reuse_streams=configured.reuse_streams,
     )
-    if batch is not None:  # a Batch API: :mod:`agentcore._backends.batch`
-        batched = batch_client(configured, moved, batch, ledger, model, stream)
+    if configured.batch is not None:  # a Batch API: :mod:`agentcore._backends.batch`
+        batched = batch_client(configured, moved, ledger, stream)
         stack.push_async_callback(batched.aclose)
         return batched, configured
     client = HttpModelClient(
@@ -95,58 +204,4 @@ async def open_client(
         stream=configured.stream if stream is None else stream,
     )
     stack.push_async_callback(client.aclose)
-    if ledger is not None and isinstance(bound[0], str):
-        rebind = (bound[0], model, api_key, bound[1])
-        return tiered_client(client, configured, rebind, tier, ledger), configured
-    return client, configured
-
-
-def _sim_config(configured: Backend) -> SimConfig | None:
-    """The :class:`SimConfig` a ``sim://`` backend was configured with (``config=``)."""
-    from .._sim import SimConfig  # noqa: PLC0415
-
-    config = configured.options.get("config")
-    if config is not None and not isinstance(config, SimConfig):
-        raise ConfigError(f"config must be a SimConfig, got {config!r}")
-    return config
-
-
-async def open_fallbacks(
-    stack: AsyncExitStack,
-    specs: list[tuple[str, Fallback]],
-    *,
-    model: str,
-    max_inflight: int,
-    stream: bool | None,
-    timeouts: Timeouts,
-    transport: TransportKind | None,
-    ledger: CostLedger | None = None,
-) -> tuple[list[tuple[str, ModelClient, int]], bool]:
-    """A model client and its number of slots per fallback backend, opened on ``stack``; and
-    whether every one of them sends a typed run's output schema with its final request
-    (:attr:`Backend.schema_on_final`; a model client given as such:
-    :func:`~agentcore._codecs.codec.says_schema_on_final`)."""
-    routes: list[tuple[str, ModelClient, int]] = []
-    schema_on_final = True
-    for name, spec in specs:
-        target = spec.backend
-        client: ModelClient
-        if isinstance(target, str | Backend):
-            client, configured = await open_client(
-                stack,
-                target,
-                model=spec.model or model,
-                max_inflight=spec.max_inflight or max_inflight,
-                stream=stream,
-                timeouts=timeouts,
-                transport=transport,
-                api_key=spec.api_key,
-                options=dict(spec.options),
-                ledger=ledger,
-            )
-            schema_on_final = schema_on_final and configured.schema_on_final
-        else:
-            client = target
-            schema_on_final = schema_on_final and says_schema_on_final(client)
-        routes.append((name, client, spec.max_inflight or max_inflight))
-    return routes, schema_on_final
+    return tiered_client(client, configured, ledger), configured

@@ -46,13 +46,15 @@ from urllib.parse import SplitResult, urlsplit
 import attrs
 
 from .._codecs.anthropic import AnthropicCodec
-from .._codecs.codec import WARM_UPS, Codec, TransportKind, WarmUp
+from .._codecs.codec import Codec, TransportKind, WarmUp
 from .._codecs.dialects import DIALECTS
 from .._codecs.openai import OpenAICodec
-from .._codecs.reply_limit import DEFAULT_MAX_REPLY_BYTES, check_max_reply_bytes
+from .._codecs.reply_limit import DEFAULT_MAX_REPLY_BYTES
 from .._core.errors import ConfigError
+from .._core.service_tier import ServiceTier
 from .._core.validators import check_header_value
-from .backend import Backend
+from .backend import BATCH_SETTINGS, Backend, BatchSettings
+from .options import BEDROCK_OPTIONS, OWN_OPTIONS
 
 __all__ = ["BATCH_SCHEMES", "backend", "bind_sim", "is_batch", "is_sim"]
 
@@ -60,63 +62,83 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 SIM_BASE_URL = "sim://"
 
-_BACKEND_KEYS = frozenset({"stream", "transport"})
-"""Options that configure the :class:`Backend` itself rather than its codec."""
 _SIM_KEYS = frozenset({"config"})
 """``sim://`` options read by the driver when it starts the embedded server."""
 
 
 def backend(
-    url_or_backend: str | Backend, *, model: str, api_key: str | None = None, **options: Any
+    url_or_backend: str | Backend,
+    *,
+    model: str | None = None,
+    api_key: str | None = None,
+    service_tier: ServiceTier | None = None,
+    journal: str | os.PathLike[str] | None = None,
+    gather: float | None = None,
+    poll: float | None = None,
+    poll_max: float | None = None,
+    **options: Any,
 ) -> Backend:
-    """Configure a backend from a URL.
+    """Configure a backend from a URL (or change the own options of a configured one).
 
     ::
 
         agentcore.wire.backend("vllm://127.0.0.1:8000", model="Qwen/Qwen2.5-7B-Instruct")
         agentcore.wire.backend("dynamo://127.0.0.1:8000", model="m", extra_fields=["timing"])
         agentcore.wire.backend("http://10.0.0.5:9000/v1", model="m", dialect="sglang")
+        agentcore.wire.backend("openai://", model="o4-mini", service_tier="flex")
+        agentcore.wire.backend("openai-batch://", model="gpt-4o-mini", journal="hops.jsonl")
 
     Args:
         url_or_backend: a URL (see the table in ``docs/backends.md``) or a configured
-            :class:`Backend`, which is returned unchanged.
-        model: the model name sent in every request.
+            :class:`Backend`, returned with the own options given replaced (its dialect
+            options, key and model were fixed when it was built).
+        model: the model name sent in every request (required with a URL).
         api_key: the API key; for ``openai://`` and ``anthropic://`` it defaults to
             ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``.
+        service_tier: ``"standard"``, ``"flex"`` or ``"flex-then-standard"``
+            (:attr:`Backend.service_tier`; ``docs/batch.md``).
+        journal, gather, poll, poll_max: a Batch API backend's settings
+            (:class:`BatchSettings`).
         **options: ``stream`` (stream replies by default), ``transport`` (``"lean"`` or
             ``"httpx"``), ``max_reply_bytes``, ``warm_up``, ``dialect`` (for ``http(s)://``
-            URLs), and the codec's dialect options (``docs/backends.md``).
+            URLs), ``config`` (a ``SimConfig``, for ``sim://``), and the codec's dialect
+            options (``docs/backends.md``).
 
     Returns:
         The configured backend.
 
     Raises:
         ConfigError: unknown scheme, malformed URL, missing API key for a hosted API, or an
-            option the backend does not take.
+            option the backend does not take (a tier on a Batch API backend, Batch API
+            settings on another one, flex on an API without it); each names the option and
+            what it accepts.
     """
+    typed = {"service_tier": service_tier, "journal": journal, "gather": gather,
+             "poll": poll, "poll_max": poll_max}  # fmt: skip
+    options.update((name, value) for name, value in typed.items() if value is not None)
+    own = {name: OWN_OPTIONS[name](options.pop(name)) for name in list(options)
+           if name in OWN_OPTIONS}  # fmt: skip
+    if api_key is not None:
+        check_header_value("the API key (api_key=)", api_key, secret=True)
     if isinstance(url_or_backend, Backend):
-        if options or api_key is not None:
-            raise ConfigError("options and api_key apply to URLs, not to a configured Backend")
-        return url_or_backend
+        return _reconfigure(url_or_backend, model, api_key, own, options)
     if not isinstance(url_or_backend, str):
         raise ConfigError(f"backend must be a URL string or a Backend, got {url_or_backend!r}")
+    if model is None:
+        raise ConfigError(f"model= is required to configure {url_or_backend!r}")
     try:
         parts = urlsplit(url_or_backend.strip())
     except ValueError as exc:
         raise ConfigError(f"malformed backend URL {url_or_backend!r}: {exc}") from None
-    stream = options.pop("stream", False)
-    transport = options.pop("transport", None)
-    max_reply = check_max_reply_bytes(options.pop("max_reply_bytes", DEFAULT_MAX_REPLY_BYTES))
-    warm_up = options.pop("warm_up", None)
-    if warm_up is not None and warm_up not in WARM_UPS:
-        raise ConfigError(f"warm_up must be one of {list(WARM_UPS)}, got {warm_up!r}")
+    stream: bool = own.get("stream", False)
+    transport: TransportKind | None = own.get("transport")
+    max_reply: int | None = own.get("max_reply_bytes", DEFAULT_MAX_REPLY_BYTES)
+    warm_up: WarmUp | None = own.get("warm_up")
     given = dict(options)
-    if not isinstance(stream, bool):
-        raise ConfigError(f"stream must be True or False, got {stream!r}")
-    if api_key is not None:
-        check_header_value("the API key (api_key=)", api_key, secret=True)
-    if transport not in (None, "lean", "httpx"):
-        raise ConfigError(f"transport must be 'lean' or 'httpx', got {transport!r}")
+    if "dialect" in own:
+        options["dialect"] = given["dialect"] = own["dialect"]
+    if "config" in own:
+        options["config"] = given["config"] = own["config"]
     if stream:
         given["stream"] = stream
     if transport is not None:
@@ -125,9 +147,16 @@ def backend(
         given["max_reply_bytes"] = max_reply
     if warm_up is not None:
         given["warm_up"] = warm_up
-    configured = _configure(
-        _Asked(url_or_backend, parts, model, api_key, stream, transport, options, given)
-    )
+    batch = {name: own[name] for name in BATCH_SETTINGS if name in own}
+    asked = _Asked(url_or_backend, parts, model, api_key, stream, transport, options, given)
+    configured = _configure(asked)
+    if configured.name in BATCH_SCHEMES:
+        configured = attrs.evolve(configured, batch=BatchSettings(**batch))
+    elif batch:
+        raise ConfigError(
+            f"{sorted(batch)} apply to openai-batch:// and anthropic-batch:// backends, "
+            f"not to {parts.scheme}://"
+        )
     record = DIALECTS.get(configured.name)  # Anthropic and Bedrock have none: their defaults
     default: WarmUp = "off"
     if configured.self_hosted:
@@ -137,7 +166,51 @@ def backend(
         max_reply_bytes=max_reply,
         warm_up=default if warm_up is None else warm_up,
         reuse_streams=True if record is None else record.reuse_streams,
+        model=_sent_model(configured.codec, model),
+        service_tier=own.get("service_tier"),
     )
+
+
+def _sent_model(codec: Codec, asked: str) -> str:
+    """The model name ``codec`` sends (a dialect's default when ``asked`` is empty)."""
+    sent = getattr(codec, "model", asked)
+    return sent if isinstance(sent, str) else asked
+
+
+_FIXED = ("dialect", "config")
+"""Own options that shape the codec or the simulator: fixed once the backend is built."""
+
+
+def _reconfigure(
+    configured: Backend,
+    model: str | None,
+    api_key: str | None,
+    own: dict[str, Any],
+    codec_options: dict[str, Any],
+) -> Backend:
+    """``configured`` with the own options in ``own`` replaced (see :func:`backend`)."""
+    fixed = sorted(codec_options) + [name for name in _FIXED if name in own]
+    fixed += ["api_key"] if api_key is not None else []
+    if fixed:
+        raise ConfigError(
+            f"{fixed} are fixed when a Backend is built from its URL; give them to "
+            "wire.backend(url, ...) rather than with a configured Backend"
+        )
+    if model is not None and model != configured.model:
+        raise ConfigError(
+            f"the Backend was configured for model {configured.model!r}; it cannot send "
+            f"{model!r} (configure another Backend for that model)"
+        )
+    changes = {name: value for name, value in own.items() if name not in BATCH_SETTINGS}
+    batch = {name: value for name, value in own.items() if name in BATCH_SETTINGS}
+    if batch:
+        if configured.batch is None:
+            raise ConfigError(
+                f"{sorted(batch)} apply to openai-batch:// and anthropic-batch:// backends, "
+                f"not to the {configured.name} backend"
+            )
+        changes["batch"] = attrs.evolve(configured.batch, **batch)
+    return attrs.evolve(configured, **changes) if changes else configured
 
 
 @attrs.define
@@ -309,9 +382,6 @@ def bind_sim(configured: Backend, url: str) -> Backend:
     return attrs.evolve(configured, base_url=url, codec=codec.with_base_url(url))
 
 
-_BEDROCK_OPTIONS = frozenset({"endpoint_url", "profile", "cache_prompt", "max_tokens"})
-
-
 def _bedrock_backend(asked: _Asked) -> Backend:
     """``bedrock://REGION``: the Converse API, signed with the AWS credentials chain."""
     parts, options = asked.parts, asked.options
@@ -320,10 +390,10 @@ def _bedrock_backend(asked: _Asked) -> Backend:
         raise ConfigError("bedrock:// URLs name a region only, e.g. bedrock://us-east-1")
     if asked.api_key is not None:
         raise ConfigError("bedrock:// signs with AWS credentials; it takes no api_key")
-    unknown = set(options) - _BEDROCK_OPTIONS
+    unknown = set(options) - BEDROCK_OPTIONS
     if unknown:
         raise ConfigError(
-            f"unknown bedrock:// options {sorted(unknown)}; expected {sorted(_BEDROCK_OPTIONS)}"
+            f"unknown bedrock:// options {sorted(unknown)}; expected {sorted(BEDROCK_OPTIONS)}"
         )
     from .._codecs.bedrock import BedrockCodec  # noqa: PLC0415 - optional extra, loaded on use
     from .._transports.sigv4 import BedrockSigner  # noqa: PLC0415

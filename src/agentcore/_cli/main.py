@@ -31,7 +31,7 @@ from .._core.retry import RetryPolicy
 from .._core.service_tier import ServiceTier
 from .._core.slots import SlotPolicy
 from .._driver.open import open_driver
-from .._driver.options import OPTION_NAMES
+from .._driver.options import resolve_options
 from .._driver.stats import TURN_BUCKETS, DriverStatistics
 from .._observe.render import render_timeline
 from .._observe.steps import (
@@ -418,7 +418,7 @@ def _driver_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _read_prices(path: Path) -> Any:
-    """The JSON price table of ``--prices`` (checked when the driver opens)."""
+    """The JSON price table of ``--prices`` (checked with the driver's options)."""
     try:
         return orjson.loads(path.read_bytes())
     except OSError as exc:
@@ -427,12 +427,7 @@ def _read_prices(path: Path) -> Any:
         raise ConfigError(f"--prices {path} is not JSON: {exc}") from None
 
 
-_TIER_OPTIONS = frozenset({"service_tier", "prices"})
-"""Driver options read by ``open_driver`` itself, not by the backend's dialect."""
-
 _MODEL_HELP = "model name sent to the backend (required, except for sim://)"
-
-_DRIVER_PARAMETERS = (OPTION_NAMES | {"tools"}) - {"backend_options"}
 
 
 def _check_run_args(args: argparse.Namespace, options: dict[str, Any]) -> None:
@@ -446,11 +441,12 @@ def _check_run_args(args: argparse.Namespace, options: dict[str, Any]) -> None:
 def _require_model(args: argparse.Namespace, options: dict[str, Any]) -> None:
     """Check the backend URL and options; without ``--model``, take the backend's own model
     (``sim://`` answers to ``sim``) or stop with one line saying ``--model`` is required."""
-    # Only the backend's own options: ``slot_policy=``, ``retry=``... are the driver's.
-    dialect = {
-        k: v for k, v in options.items() if k not in _DRIVER_PARAMETERS and k not in _TIER_OPTIONS
-    }
-    configured = make_backend(args.backend, model=args.model or "check", **dialect)
+    # The backend as the driver will configure it: the same options, split the same way into
+    # the driver's and the backend's, and the same key (``--api-key-env``).
+    opts = resolve_options(None, options)
+    configured = make_backend(
+        args.backend, model=args.model or "check", api_key=opts.api_key, **opts.backend_options
+    )
     if args.model:
         return
     record = DIALECTS.get(configured.name)

@@ -57,7 +57,14 @@ from .._core.messages import (
 )
 from .classify import classify_stream_error, protocol_error, reply_payload, truncated_stream
 from .codec import TextDelta, ToolCallDelta
-from .common import image_base64, plain_json, put_sampling, tool_input, wire_count
+from .common import (
+    image_base64,
+    no_service_tier,
+    plain_json,
+    put_sampling,
+    tool_input,
+    wire_count,
+)
 from .http import HttpRequest
 from .jsonbody import loads
 from .sse import SSEDecoder
@@ -364,6 +371,7 @@ class AnthropicCodec:
 
     def request_body(self, call: CallModel, *, stream: bool = False) -> dict[str, Any]:
         """The JSON body of :meth:`encode`, as a dict whose key order is the wire order."""
+        no_service_tier(call, "Anthropic Messages")
         system, rest = _split_system(call.messages)
         body: dict[str, Any] = {"model": self.model}
         if system:

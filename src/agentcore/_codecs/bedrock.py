@@ -53,7 +53,7 @@ from .._core.messages import (
 )
 from .classify import protocol_error, reply_payload, truncated_stream
 from .codec import TextDelta, ToolCallDelta
-from .common import plain_json, tool_input, wire_count
+from .common import no_service_tier, plain_json, tool_input, wire_count
 from .http import HttpRequest
 
 if TYPE_CHECKING:
@@ -216,6 +216,7 @@ class BedrockCodec:
 
     def request_body(self, call: CallModel) -> dict[str, Any]:
         """The Converse request body for ``call`` (unsigned, as a dict)."""
+        no_service_tier(call, "Bedrock Converse")
         system, turns = _turns(call.messages)
         body: dict[str, Any] = {"messages": turns}
         if system:

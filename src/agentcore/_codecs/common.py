@@ -8,6 +8,8 @@ from typing import Any
 
 import orjson
 
+from .._core.errors import ConfigError
+from .._core.events import CallModel
 from .._core.messages import Image, ModelParams
 
 __all__ = [
@@ -15,6 +17,7 @@ __all__ = [
     "image_base64",
     "image_url",
     "json_default",
+    "no_service_tier",
     "plain_json",
     "put_sampling",
     "tool_input",
@@ -24,6 +27,19 @@ __all__ = [
 RAW_ARGUMENTS_KEY = "_raw_arguments"
 """The key of a tool use's ``input`` (Anthropic, Bedrock) that carries arguments which were
 not a JSON object."""
+
+
+def no_service_tier(call: CallModel, api: str) -> None:
+    """Refuse ``call`` when it asks for a service tier: ``api`` has none to ask for.
+
+    Raises:
+        ConfigError: ``call.service_tier`` is set.
+    """
+    if call.service_tier is not None:
+        raise ConfigError(
+            f"request {call.request_id!r} asks for the {call.service_tier!r} service tier; "
+            f"the {api} API has no service tiers to ask for"
+        )
 
 
 def image_base64(image: Image) -> str:

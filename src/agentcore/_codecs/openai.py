@@ -160,6 +160,8 @@ class OpenAICodec:
             body["stream"] = True
             if opts.stream_usage:
                 body["stream_options"] = {"include_usage": True}
+        if call.service_tier is not None:
+            body["service_tier"] = call.service_tier
         body.update(dialect_body(call, opts))
         body.update(opts.extra_body)
         try:

@@ -222,8 +222,14 @@ def _is_enum(tp: Any) -> bool:
 # ----------------------------------------------------------------------------- attrs classes
 
 
+_ONLY_WHEN_SET: frozenset[tuple[type, str]] = frozenset({(events.CallModel, "service_tier")})
+"""Fields added to the format after it was fixed: written only when they differ from their
+default, so what was written before reads the same and writes back the same bytes."""
+
+
 def _code_fields(cl: type) -> dict[str, Any]:
-    """cattrs overrides omitting fields that hold code (``Callable`` with a default)."""
+    """cattrs overrides omitting fields that hold code (``Callable`` with a default), and
+    those of :data:`_ONLY_WHEN_SET` while they hold their default."""
     attrs.resolve_types(cl)  # at once, a no-op when done before (see agentcore._public)
     omitted: dict[str, Any] = {}
     for field in attrs.fields(cl):
@@ -231,6 +237,8 @@ def _code_fields(cl: type) -> dict[str, Any]:
         is_callable = hint is Callable or get_origin(hint) is Callable
         if is_callable and field.default is not attrs.NOTHING:
             omitted[field.name] = override(omit=True)
+        elif (cl, field.name) in _ONLY_WHEN_SET:
+            omitted[field.name] = override(omit_if_default=True)
     return omitted
 
 

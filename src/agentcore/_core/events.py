@@ -176,6 +176,12 @@ class CallModel:
     """The structured output expected from the final answer, on every request of a run that
     has an output type (codecs may pass it on as ``response_format`` when the backend
     supports it; some only on requests without tools, see the codec's options)."""
+    service_tier: str | None = None
+    """The provider's service tier this request asks for (``"flex"``), written by the codec
+    of an API that has tiers (OpenAI-compatible ones: the request's ``service_tier``; a codec
+    of an API without them refuses the request with a ``ConfigError``). ``None``: the API's
+    default tier. The loop leaves it ``None``; a backend's tiered client sets it on each
+    request it sends to flex."""
 
 
 @attrs.frozen

@@ -50,8 +50,8 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import AsyncIterator, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
 from typing import Any
 
 import attrs
@@ -59,7 +59,6 @@ import orjson
 import trio
 
 from .._backends.backend import Backend
-from .._backends.stack import open_client
 from .._codecs.serde import dumps, loads
 from .._core.errors import ConfigError
 from .._core.events import (
@@ -75,7 +74,7 @@ from .._core.events import (
 )
 from .._core.loop import AgentLoop, LoopSnapshot, RunState
 from .._driver.driver import Driver
-from .._driver.open import open_driver
+from .._driver.open import open_driver_with
 from .._driver.options import DriverOptions, resolve_options
 from .._observe.log import DISTRIBUTED
 from .._tasks.results_file import ResultRecord
@@ -521,41 +520,13 @@ def _pairs(flat: list[Any]) -> list[tuple[Any, Any]]:
     return list(zip(flat[::2], flat[1::2], strict=False))
 
 
-@asynccontextmanager
-async def _worker_driver(
-    task: Task,
-    backend: str | Backend | ModelClient,
-    options: DriverOptions,
-    backoff: tuple[Connection, str] | None,
-) -> AsyncIterator[Driver]:
-    """The worker's own driver; unless ``backoff`` is None, its model client is wrapped in a
-    :class:`SharedBackoff` on the batch's pause key."""
-    async with AsyncExitStack() as stack:
-        client: str | Backend | ModelClient = backend
-        if backoff is not None:
-            inner: ModelClient
-            if isinstance(backend, str | Backend):
-                inner, _ = await open_client(
-                    stack,
-                    backend,
-                    model=options.model,
-                    max_inflight=options.max_inflight,
-                    stream=options.stream,
-                    timeouts=options.timeouts,
-                    transport=options.transport,
-                    api_key=options.api_key,
-                    options=dict(options.backend_options),
-                )
-                # The client options are spent on the client made here.
-                options = attrs.evolve(
-                    options, stream=None, transport=None, api_key=None, backend_options={}
-                )
-            else:
-                inner = backend
-            client = SharedBackoff(inner, *backoff)
-        yield await stack.enter_async_context(
-            open_driver(client, options=options, tools=task.tools)
-        )
+def _wrap(backoff: tuple[Connection, str] | None) -> Callable[[ModelClient], ModelClient] | None:
+    """How a worker's driver wraps its model client: in a :class:`SharedBackoff` on the
+    batch's pause key (``None``: not wrapped)."""
+    if backoff is None:
+        return None
+    conn, key = backoff
+    return lambda client: SharedBackoff(client, conn, key)
 
 
 async def run_worker(
@@ -633,7 +604,9 @@ async def run_worker(
         if driver is None:
             assert backend is not None
             backoff = (conn, address.keys.pause) if shared_backoff else None
-            opened = await stack.enter_async_context(_worker_driver(task, backend, opts, backoff))
+            opened = await stack.enter_async_context(
+                open_driver_with(backend, opts, task.tools, _wrap(backoff))
+            )
         else:
             opened = driver
         await retrying(lambda: ensure_batch(conn, address, task))

@@ -10,19 +10,14 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
-import attrs
 import trio
 
 from .._backends.backend import Backend
-from .._backends.batch import batch_ledger, batch_slots
-from .._backends.fallback import fallback_specs
-from .._backends.stack import open_client, open_fallbacks
-from .._backends.tiers import ledger_for, split_prices, split_tier
-from .._codecs.codec import says_schema_on_final
+from .._backends.stack import ClientStack, open_stack
 from .._core.errors import ConfigError
 from .._core.fallback import CircuitBreaker, FallbackPolicy
 from .._core.retry import RetryPolicy
@@ -40,7 +35,7 @@ from .rate_limiter import RateLimiter
 from .requests import ModelRequests
 from .slot_limiter import SlotLimiter
 
-__all__ = ["open_driver"]
+__all__ = ["open_driver", "open_driver_with"]
 
 
 def _observers(
@@ -63,8 +58,7 @@ def _observers(
 
 def _fallback_requests(
     primary: ModelRequests,
-    primary_name: str,
-    fallbacks: Sequence[tuple[str, ModelClient, int]],
+    backends: ClientStack,
     policy: FallbackPolicy,
     retrying: tuple[RetryPolicy, random.Random],
     *,
@@ -73,14 +67,17 @@ def _fallback_requests(
 ) -> FallbackRequests:
     retry, rng = retrying
     slot_policy, adaptive = limits
-    names = [name for name, _, _ in fallbacks]
+    primary_name = backends.primary.name
+    names = [route.name for route in backends.fallbacks]
     if primary_name in names or len(set(names)) != len(names):
         raise ConfigError(f"backend names must be distinct, got {[primary_name, *names]}")
     primary.name = primary_name
     routes = [(primary_name, primary)]
-    for name, client, slots in fallbacks:
-        limiter = SlotLimiter(slots, policy=slot_policy, adaptive=adaptive)
-        routes.append((name, ModelRequests(client, limiter, retry, rng.random, name)))
+    for route in backends.fallbacks:
+        limiter = SlotLimiter(route.slots, policy=slot_policy, adaptive=adaptive)
+        routes.append(
+            (route.name, ModelRequests(route.client, limiter, retry, rng.random, route.name))
+        )
     return FallbackRequests(routes, policy, breaker)
 
 
@@ -104,40 +101,37 @@ async def open_driver(
             :class:`~agentcore.wire.Backend`, or any model client (for example a
             ``ScriptedModel``; it stays the caller's to close).
         options: the driver's options (:class:`~agentcore.DriverOptions`: model, slots,
-            transport, retries, rate limits, fallback, observers, tool-executor limits).
+            transport, retries, rate limits, fallback, prices, observers, tool-executor
+            limits).
         tools: the tools agents may call (made with :func:`agentcore.tool`).
         **keywords: any field of :class:`~agentcore.DriverOptions` (``model=``,
-            ``max_inflight=``, ``thread_limit=``...), replacing that field of ``options``;
-            any other keyword is a dialect option passed to :func:`agentcore.wire.backend`.
+            ``max_inflight=``, ``prices=``...), replacing that field of ``options``; any other
+            keyword is an option of the backend (``service_tier=``, ``journal=``, a dialect
+            option...), as :func:`agentcore.wire.backend` takes it, added to
+            ``options.backend_options``.
 
     Yields:
         The :class:`Driver`. Leaving the block closes the tool executor and the transport
         (and stops the MCP servers of ``options.mcp``).
 
     Raises:
-        ConfigError: an invalid option or backend.
+        ConfigError: an invalid option or backend, or an option the backend cannot use.
     """
     opts = resolve_options(options, keywords)
-    async with _open(backend, opts, tools) as driver:
+    async with open_driver_with(backend, opts, tools) as driver:
         yield driver
 
 
 @asynccontextmanager
-async def _open(
+async def open_driver_with(
     backend: str | Backend | ModelClient,
     opts: DriverOptions,
     tools: Iterable[AnyTool],
+    wrap: Callable[[ModelClient], ModelClient] | None = None,
 ) -> AsyncIterator[Driver]:
-    model, max_inflight = opts.model, opts.max_inflight
+    """:func:`open_driver` with its options resolved; ``wrap``, if given, wraps the primary
+    backend's model client (a distributed worker's shared back-off) before the driver uses it."""
     slot_policy = opts.slot_policy or "fifo"
-    primary_name = backend if isinstance(backend, str) else "primary"
-    specs = fallback_specs(opts.fallback, primary_name)
-    prices, backend_options = split_prices(opts.backend_options)
-    if prices is not None:
-        opts = attrs.evolve(opts, backend_options=backend_options)
-    tiers = [split_tier(opts.backend_options)[0]]
-    tiers += [split_tier(spec.options)[0] for _, spec in specs]
-    ledger = batch_ledger(backend, ledger_for(prices, tiers))
     policy = FallbackPolicy() if opts.fallback_on is None else FallbackPolicy(opts.fallback_on)
     try:
         rates = RateLimiter(opts.requests_per_minute, opts.tokens_per_minute)
@@ -148,60 +142,36 @@ async def _open(
     # and re-raised as itself once everything is closed.
     raised: BaseException | None = None
     async with AsyncExitStack() as stack:
-        if opts.mcp:
-            tools = [*tools, *await stack.enter_async_context(open_mcp_tools(opts.mcp))]
-        client: ModelClient
-        configured: Backend | None = None
-        if isinstance(backend, str | Backend):
-            client, configured = await open_client(
-                stack,
-                backend,
-                model=opts.model,
-                max_inflight=max_inflight,
-                stream=opts.stream,
-                timeouts=opts.timeouts,
-                transport=opts.transport,
-                api_key=opts.api_key,
-                options=dict(opts.backend_options),
-                ledger=ledger,
-            )
-        elif isinstance(backend, ModelClient):
-            given = (("stream", opts.stream), ("transport", opts.transport))
-            extras = [name for name, value in given if value is not None]
-            extras += ["api_key"] if opts.api_key is not None else []
-            extras += list(opts.backend_options)
-            if extras:
-                raise ConfigError(
-                    f"{', '.join(extras)} apply to backends given by URL, not to a model client"
-                )
-            client = backend
-        else:
-            raise ConfigError(
-                f"expected a backend URL, a Backend or a model client; got {backend!r}"
-            )
-        routes, schema_on_final = await open_fallbacks(
+        backends = await open_stack(
             stack,
-            specs,
-            model=model,
-            max_inflight=max_inflight,
+            backend,
+            model=opts.model,
+            max_inflight=opts.max_inflight,
             stream=opts.stream,
             timeouts=opts.timeouts,
             transport=opts.transport,
-            ledger=ledger,
+            api_key=opts.api_key,
+            backend_options=opts.backend_options,
+            fallback=opts.fallback,
+            prices=opts.prices,
+            exact_cost=opts.exact_cost,
         )
+        if opts.mcp:
+            tools = [*tools, *await stack.enter_async_context(open_mcp_tools(opts.mcp))]
+        client = backends.primary.client
+        if wrap is not None:
+            client = wrap(client)
         executor = await stack.enter_async_context(
             open_tool_executor(tools, thread_limit=opts.thread_limit, cache_size=opts.cache_size)
         )
-        slots = batch_slots(client, max_inflight)
-        limiter = SlotLimiter(slots, policy=slot_policy, adaptive=opts.adaptive)
+        limiter = SlotLimiter(backends.primary.slots, policy=slot_policy, adaptive=opts.adaptive)
         rng = random.Random(opts.seed)
         primary = ModelRequests(client, limiter, opts.retry, rng.random, rates=rates)
         requests: ModelRequests | FallbackRequests = primary
-        if routes:
+        if backends.fallbacks:
             requests = _fallback_requests(
                 primary,
-                primary_name,
-                routes,
+                backends,
                 policy,
                 (opts.retry, rng),
                 limits=(slot_policy, opts.adaptive),
@@ -214,16 +184,11 @@ async def _open(
             executor=executor,
             requests=requests,
             rates=rates,
-            backend=configured,
-            schema_on_final=schema_on_final
-            and (
-                configured.schema_on_final
-                if configured is not None
-                else says_schema_on_final(client)
-            ),
+            backend=backends.backend,
+            schema_on_final=backends.schema_on_final,
             deps=opts.deps,
-            cost=ledger,
-            listeners=_observers(opts.trace, opts.otel, model, client) if observed else (),
+            cost=backends.ledger,
+            listeners=_observers(opts.trace, opts.otel, opts.model, client) if observed else (),
         )
         try:
             yield driver

@@ -2,12 +2,15 @@
 
 :class:`DriverOptions` holds everything :func:`~agentcore.open_driver` configures besides the
 backend and the tools: the model, the slots, the transport, retries, rate limits, fallback,
-observers and the tool executor's limits. It is checked when it is built (a bad value raises
-:class:`~agentcore.ConfigError` there, not when a driver opens), and every entry point that
-opens a driver (``open_driver``, ``open_batch``, ``run_batch``, ``map_reduce``,
-``run_worker``) takes it as ``options=``. Their keywords stay as sugar: each one given
-replaces that field of ``options`` (:func:`resolve_options`), and a keyword that is no field
-is a dialect option of the backend (``backend_options``).
+observers, the prices of its cost ledger and the tool executor's limits. It is checked when
+it is built (a bad value, or a keyword that is no field, raises :class:`~agentcore.ConfigError`
+there, not when a driver opens), and every entry point that opens a driver (``open_driver``,
+``open_batch``, ``run_batch``, ``map_reduce``, ``run_worker``) takes it as ``options=``. Their
+keywords stay as sugar: each one given replaces that field of ``options``
+(:func:`resolve_options`), and a keyword that is no field is an option of the backend
+(``service_tier``, ``journal``, a dialect option...: what :func:`agentcore.wire.backend` takes),
+added to ``backend_options`` and checked there by the backends layer's one table
+(:mod:`agentcore._backends.options`).
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ import attrs
 
 from .._backends.backend import Backend
 from .._backends.fallback import Fallback
+from .._backends.options import OWN_OPTIONS, check_options
 from .._codecs.http import Timeouts
+from .._core.cost import PriceTable, merge_prices
 from .._core.errors import ConfigError
 from .._core.events import ErrorKind
 from .._core.fallback import CircuitBreaker, FallbackPolicy
@@ -73,10 +78,31 @@ def _mcp(value: Any) -> tuple[McpServer, ...]:
     return check_items("mcp", value, McpServer, "McpServer values")
 
 
-def _frozen_mapping(value: Any) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"backend_options must be a mapping, got {value!r}")
-    return MappingProxyType(dict(value))
+def _prices(value: Any) -> PriceTable | None:
+    if value is None:
+        return None
+    return merge_prices(value, MappingProxyType({}))  # checked, as Price values
+
+
+class _NamedOptions(type):
+    """Makes a keyword that is no field of the class a :class:`~agentcore.ConfigError` naming
+    it (and, for an option of the backend, saying where it goes), not a ``TypeError``."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        fields = attrs.fields_dict(cls)  # type: ignore[arg-type]
+        unknown = sorted(set(kwargs) - set(fields))
+        if unknown:
+            own = [name for name in unknown if name in OWN_OPTIONS]
+            if own:
+                raise ConfigError(
+                    f"{own} are options of the backend, not of the driver: give them to "
+                    f"DriverOptions(backend_options={{...}}), to the entry point as keywords "
+                    f"(open_driver(url, {own[0]}=...)), or to wire.backend(url, {own[0]}=...)"
+                )
+            raise ConfigError(
+                f"{cls.__name__} has no option {unknown}; its fields are {sorted(fields)}"
+            )
+        return super().__call__(*args, **kwargs)
 
 
 def _instance_of(kind: type, *, optional: bool = False) -> Any:
@@ -100,7 +126,7 @@ def _secret(value: str | None) -> str:
 
 
 @attrs.frozen(kw_only=True)
-class DriverOptions:
+class DriverOptions(metaclass=_NamedOptions):
     """How a driver is opened, besides its backend and tools; checked when built.
 
     ::
@@ -114,7 +140,8 @@ class DriverOptions:
     well replaces that field (``open_driver(url, options=options, max_inflight=8)``).
 
     Raises:
-        ConfigError: a value of the wrong type or out of range.
+        ConfigError: a value of the wrong type or out of range, or a keyword that is no field
+            (an option of the backend, such as ``service_tier``, goes in ``backend_options``).
     """
 
     model: str = attrs.field(default="", validator=_instance_of(str))
@@ -177,20 +204,33 @@ class DriverOptions:
     cache_size: int = attrs.field(default=DEFAULT_CACHE_SIZE, validator=int_at_least(1))
     """Results of ``cache=True`` tools kept at most, over all tools (least recently used
     first out)."""
+    prices: PriceTable | None = attrs.field(default=None, converter=_prices)
+    """Prices laid over the default price table of the driver's cost ledger, model by model
+    and tier by tier: ``{model: {tier: {"input", "output", "cached_input"}}}`` in USD per
+    million tokens (``docs/batch.md``). Given, the driver counts every answered request's
+    tokens (``driver.statistics().cost``)."""
+    exact_cost: bool = attrs.field(default=False, validator=is_bool)
+    """Refuse to open unless every backend's model has a price for each tier it may be
+    answered on (and the standard tier, for the saving), and every model ``prices`` names is
+    sent by some backend: the cost report then never leaves a model out."""
     backend_options: Mapping[str, Any] = attrs.field(
-        factory=dict, converter=_frozen_mapping, repr=lambda options: repr(sorted(options))
+        factory=dict, converter=check_options, repr=lambda options: repr(sorted(options))
     )
-    """Dialect options passed to :func:`agentcore.wire.backend` (a backend given by URL)."""
+    """Options of the backend, as :func:`agentcore.wire.backend` takes them: its own
+    (``service_tier``, ``journal``, ``gather``, ``poll``, ``poll_max``, ``stream``,
+    ``transport``, ``max_reply_bytes``, ``warm_up``, ``dialect``, ``config``), checked here,
+    and its dialect's options, checked when the backend is configured. Given with a
+    configured ``Backend``, its own options replace that field of it."""
 
 
 OPTION_NAMES = frozenset(field.name for field in attrs.fields(DriverOptions))
-"""The fields of :class:`DriverOptions`: the keywords of the entry points that are no dialect
-option."""
+"""The fields of :class:`DriverOptions`: the keywords of the entry points that are no option
+of the backend."""
 
 
 def resolve_options(options: DriverOptions | None, keywords: Mapping[str, Any]) -> DriverOptions:
     """``options`` (default: all defaults) with each keyword replacing its field; keywords that
-    are no field are added to ``backend_options`` (dialect options).
+    are no field are added to ``backend_options`` (options of the backend).
 
     Raises:
         ConfigError: ``options`` is not a :class:`DriverOptions`, or a value is invalid.
@@ -205,5 +245,5 @@ def resolve_options(options: DriverOptions | None, keywords: Mapping[str, Any]) 
     extra = {name: value for name, value in keywords.items() if name not in OPTION_NAMES}
     if extra:
         given = fields.get("backend_options", options.backend_options)
-        fields["backend_options"] = {**_frozen_mapping(given), **extra}
+        fields["backend_options"] = {**check_options(given), **extra}
     return attrs.evolve(options, **fields)

@@ -3,9 +3,11 @@
 Theory of operation
 -------------------
 :class:`TieredModelClient` holds one :class:`~agentcore._transports.model_client.HttpModelClient`
-per wire tier (``standard``, ``flex``), sharing one transport, and the pure
-:class:`~agentcore._core.service_tier.TierPolicy`. An exchange goes to the policy's first
-tier; when flex refuses it, :meth:`TierPolicy.after` decides inside the same exchange (and
+per wire tier (``standard``, ``flex``), sharing one codec and one transport (the flex one waits
+longer for its answer), and the pure :class:`~agentcore._core.service_tier.TierPolicy`. The tier
+is a property of each request: a request sent to flex carries ``service_tier="flex"``, which
+the codec writes into it; one sent to standard carries none. An exchange goes to the policy's
+first tier; when flex refuses it, :meth:`TierPolicy.after` decides inside the same exchange (and
 the same inference slot): send it to the standard tier now (``flex-then-standard``: a routing,
 not a retry, so no back-off and no retry attempt is spent), or hand the failure to the retry
 layer (``flex``: an overload, retried with back-off).
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import attrs
 import trio
 
 from .._codecs.codec import Codec
@@ -43,7 +46,7 @@ class TieredModelClient:
 
     Args:
         clients: an HTTP model client per wire tier the policy may use (``standard`` always;
-            ``flex`` unless the tier is ``standard``), sharing one transport.
+            ``flex`` unless the tier is ``standard``), sharing one codec and one transport.
         policy: the tier option and the refusal routing.
         ledger: where answered requests are counted.
         model: the model name the ledger prices.
@@ -97,10 +100,11 @@ class TieredModelClient:
         try:
             while True:
                 client = self._clients[tier]
+                sent = attrs.evolve(call, service_tier="flex") if tier == "flex" else call
                 if sink is None:
-                    exchange = await client.exchange(call)
+                    exchange = await client.exchange(sent)
                 else:
-                    exchange = await client.exchange_streaming(call, sink)
+                    exchange = await client.exchange_streaming(sent, sink)
                 event = exchange.event
                 if isinstance(event, ModelResponded):
                     if tier == "flex":

@@ -20,6 +20,9 @@ import agentcore
 PACKAGE_DIR = pathlib.Path(agentcore.__file__).resolve().parent
 
 # folder -> the folders it may import (besides itself and the helper ``_public``).
+_UNDER_DRIVER = frozenset(
+    {"_core", "_codecs", "_observe", "_transports", "_sim", "_tools", "_backends"}
+)
 LAYERS: dict[str, frozenset[str]] = {
     "_core": frozenset(),
     "_codecs": frozenset({"_core"}),
@@ -28,39 +31,10 @@ LAYERS: dict[str, frozenset[str]] = {
     "_sim": frozenset({"_core"}),
     "_tools": frozenset({"_core", "_codecs", "_observe"}),
     "_backends": frozenset({"_core", "_codecs", "_observe", "_transports", "_sim"}),
-    "_driver": frozenset(
-        {"_core", "_codecs", "_observe", "_transports", "_sim", "_tools", "_backends"}
-    ),
-    "_tasks": frozenset(
-        {"_core", "_codecs", "_observe", "_transports", "_sim", "_tools", "_backends", "_driver"}
-    ),
-    "_distributed": frozenset(
-        {
-            "_core",
-            "_codecs",
-            "_observe",
-            "_transports",
-            "_sim",
-            "_tools",
-            "_backends",
-            "_driver",
-            "_tasks",
-        }
-    ),
-    "_cli": frozenset(
-        {
-            "_core",
-            "_codecs",
-            "_observe",
-            "_transports",
-            "_sim",
-            "_tools",
-            "_backends",
-            "_driver",
-            "_tasks",
-            "_distributed",
-        }
-    ),
+    "_driver": _UNDER_DRIVER,
+    "_tasks": _UNDER_DRIVER | {"_driver"},
+    "_distributed": _UNDER_DRIVER | {"_driver", "_tasks"},
+    "_cli": _UNDER_DRIVER | {"_driver", "_tasks", "_distributed"},
 }
 FOLDERS = frozenset(LAYERS)
 TOP = frozenset({"__init__", "core", "wire", "sim", "testing", "_public", "py"})

@@ -19,10 +19,8 @@ from agentcore import (
     DriverOptions,
     Fallback,
     RetryPolicy,
-    Task,
     open_driver,
     run_batch,
-    tool,
     wire,
 )
 from agentcore._backends.options import OWN_OPTIONS
@@ -30,33 +28,11 @@ from agentcore._codecs.anthropic import AnthropicCodec
 from agentcore._codecs.openai import OpenAICodec
 from agentcore._driver.options import OPTION_NAMES
 from agentcore.core import CallModel, UserMessage
-from agentcore.sim import SimConfig, open_sim_server
+from agentcore.sim import open_sim_server
 from agentcore.testing import ScriptedModel
+from tests.driver.test_service_tiers import PRICES, TASK, lookup, sim
 
-PRICES = {
-    "sim": {
-        "standard": {"input": 2.0, "output": 8.0},
-        "flex": {"input": 1.0, "output": 4.0},
-    }
-}
-
-
-@tool
-def lookup(key: str) -> str:
-    """Look a key up.
-
-    Args:
-        key: the key.
-    """
-    return f"value of {key}"
-
-
-TASK = Task(system="You look things up.", prompt="Find {x}.", tools=[lookup])
 INPUTS = [{"x": n} for n in range(6)]
-
-
-def sim(**knobs: Any) -> SimConfig:
-    return SimConfig(speedup=200.0, tool_rounds=1, **knobs)
 
 
 # -------------------------------------------------------------------- a configured Backend

@@ -175,6 +175,8 @@ def test_driver_options_refuse_a_backend_option_saying_where_it_goes() -> None:
         DriverOptions(service_tier="flex")  # type: ignore[call-arg]
     with pytest.raises(ConfigError, match="has no option"):
         DriverOptions(max_inflgiht=4)  # type: ignore[call-arg]
+    with pytest.raises(ConfigError, match=r"options of the backend.*Fallback\(options="):
+        Fallback("sim://", service_tier="flex")  # type: ignore[call-arg]
 
 
 def test_driver_options_check_the_backend_options_they_carry_when_built() -> None:
@@ -224,6 +226,13 @@ async def test_an_exact_cost_opens_when_every_model_is_priced() -> None:
     assert cost is not None
     assert cost.unpriced == ()
     assert cost.cost is not None and cost.cost > 0.0
+
+
+async def test_a_model_for_a_fallback_model_client_is_refused_not_dropped() -> None:
+    fallback = Fallback(ScriptedModel(lambda call: "x"), model="gpt-4o")
+    with pytest.raises(ConfigError, match="a model client sends its own model"):
+        async with open_driver(ScriptedModel(lambda call: "x"), fallback=[fallback]):
+            pass
 
 
 async def test_prices_for_a_model_client_that_counts_no_tokens_are_refused() -> None:

@@ -45,6 +45,9 @@ from tests.driver.helpers import tool_then_answer
         ("cache_size", 0),
         ("cache_size", True),
         ("backend_options", 3),
+        ("prices", 3),
+        ("prices", {"m": {"standard": {"input": -1.0, "output": 1.0}}}),
+        ("exact_cost", "yes"),
     ],
 )
 def test_an_invalid_option_is_a_config_error_when_the_value_is_built(
@@ -120,9 +123,13 @@ async def test_options_that_are_not_an_options_value_are_refused() -> None:
             pass
 
 
-async def test_a_keyword_that_is_no_option_is_a_dialect_option_of_the_backend() -> None:
-    # Dialect options apply to backends given by URL, so a model client refuses them by name.
-    with pytest.raises(ConfigError, match="reasoning_effort"):
+async def test_a_keyword_that_is_no_option_is_an_option_of_the_backend() -> None:
+    # Backend options apply to backends given by URL or Backend, so a model client refuses
+    # them by name; a name no backend takes is refused before that.
+    with pytest.raises(ConfigError, match="priority apply to backends given by URL"):
+        async with agentcore.open_driver(ScriptedModel(lambda c: "x"), priority=True):
+            pass
+    with pytest.raises(ConfigError, match="'reasoning_effort' is no option of any backend"):
         async with agentcore.open_driver(ScriptedModel(lambda c: "x"), reasoning_effort="low"):
             pass
 

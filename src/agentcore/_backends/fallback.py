@@ -19,7 +19,7 @@ from .._core.errors import ConfigError
 from .._core.validators import optional_int_at_least, optional_nonempty_str
 from .._transports.model_client import ModelClient
 from .backend import Backend
-from .options import check_options
+from .options import NamedOptions, check_options
 
 __all__ = ["Fallback", "fallback_specs"]
 
@@ -29,12 +29,18 @@ def _options(value: Any) -> Mapping[str, Any]:
 
 
 @attrs.frozen
-class Fallback:
+class Fallback(metaclass=NamedOptions):
     """One fallback backend of a driver (``open_driver(..., fallback=[...])``).
 
     A plain URL, ``Backend`` or model client in the ``fallback`` list means the same as
     ``Fallback(that)``.
+
+    Raises:
+        ConfigError: a bad value, or a keyword that is no field (an option of the backend,
+            such as ``service_tier``, goes in ``options``).
     """
+
+    backend_field = "options"
 
     backend: Any
     """A backend URL, a ``Backend``, or a model client (stays the caller's to close)."""

@@ -37,7 +37,7 @@ from .._core.service_tier import check_service_tier
 from .._core.validators import check_choice
 from .backend import BatchSettings
 
-__all__ = ["BEDROCK_OPTIONS", "DIALECT_OPTIONS", "OWN_OPTIONS", "check_options"]
+__all__ = ["BEDROCK_OPTIONS", "DIALECT_OPTIONS", "OWN_OPTIONS", "NamedOptions", "check_options"]
 
 
 def _stream(value: object) -> bool:
@@ -137,3 +137,28 @@ def check_options(value: object, where: str = "backend_options") -> Mapping[str,
                 f"{sorted(OWN_OPTIONS)} and its dialect's options (docs/backends.md)"
             )
     return MappingProxyType(checked)
+
+
+class NamedOptions(type):
+    """The metaclass of an options value (``DriverOptions``, ``Fallback``) holding a mapping of
+    backend options in its field ``backend_field``: a keyword that is no field is a
+    :class:`~agentcore.ConfigError` naming it (and, for an option of the backend, saying
+    where it goes), not a ``TypeError``. Type checkers still see the attrs signature."""
+
+    backend_field: str
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        fields = attrs.fields_dict(cls)  # type: ignore[arg-type]
+        unknown = sorted(set(kwargs) - set(fields))
+        if unknown:
+            own = [name for name in unknown if name in OWN_OPTIONS]
+            if own:
+                raise ConfigError(
+                    f"{own} are options of the backend, not fields of {cls.__name__}: give "
+                    f"them in {cls.__name__}({cls.backend_field}={{...}}), or as keywords of "
+                    f"the entry point or of wire.backend (wire.backend(url, {own[0]}=...))"
+                )
+            raise ConfigError(
+                f"{cls.__name__} has no option {unknown}; its fields are {sorted(fields)}"
+            )
+        return super().__call__(*args, **kwargs)

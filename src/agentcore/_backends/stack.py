@@ -109,6 +109,11 @@ async def open_stack(
     for name, spec in fallback_specs(fallback, primary_name):
         # A configured Backend sends its own model unless the Fallback names one; stream and
         # transport are checked once, with the primary.
+        if spec.model and not isinstance(spec.backend, str | Backend):
+            raise ConfigError(
+                f"Fallback {name!r}: a model client sends its own model; model= applies to "
+                "a backend given by URL or Backend"
+            )
         sends = spec.model or (model if isinstance(spec.backend, str) else "")
         found = _configured(spec.backend, sends, spec.api_key, spec.options, None, None)
         plan.append(_Planned(name, found, spec.max_inflight or max_inflight))

@@ -24,7 +24,7 @@ import attrs
 
 from .._backends.backend import Backend
 from .._backends.fallback import Fallback
-from .._backends.options import OWN_OPTIONS, check_options
+from .._backends.options import NamedOptions, check_options
 from .._codecs.http import Timeouts
 from .._core.cost import PriceTable, merge_prices
 from .._core.errors import ConfigError
@@ -81,28 +81,10 @@ def _mcp(value: Any) -> tuple[McpServer, ...]:
 def _prices(value: Any) -> PriceTable | None:
     if value is None:
         return None
-    return merge_prices(value, MappingProxyType({}))  # checked, as Price values
-
-
-class _NamedOptions(type):
-    """Makes a keyword that is no field of the class a :class:`~agentcore.ConfigError` naming
-    it (and, for an option of the backend, saying where it goes), not a ``TypeError``."""
-
-    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        fields = attrs.fields_dict(cls)  # type: ignore[arg-type]
-        unknown = sorted(set(kwargs) - set(fields))
-        if unknown:
-            own = [name for name in unknown if name in OWN_OPTIONS]
-            if own:
-                raise ConfigError(
-                    f"{own} are options of the backend, not of the driver: give them to "
-                    f"DriverOptions(backend_options={{...}}), to the entry point as keywords "
-                    f"(open_driver(url, {own[0]}=...)), or to wire.backend(url, {own[0]}=...)"
-                )
-            raise ConfigError(
-                f"{cls.__name__} has no option {unknown}; its fields are {sorted(fields)}"
-            )
-        return super().__call__(*args, **kwargs)
+    try:
+        return merge_prices(value, MappingProxyType({}))  # checked, as Price values
+    except ConfigError as exc:
+        raise ConfigError(f"DriverOptions.prices: {exc}") from None
 
 
 def _instance_of(kind: type, *, optional: bool = False) -> Any:
@@ -126,7 +108,7 @@ def _secret(value: str | None) -> str:
 
 
 @attrs.frozen(kw_only=True)
-class DriverOptions(metaclass=_NamedOptions):
+class DriverOptions(metaclass=NamedOptions):
     """How a driver is opened, besides its backend and tools; checked when built.
 
     ::
@@ -143,6 +125,8 @@ class DriverOptions(metaclass=_NamedOptions):
         ConfigError: a value of the wrong type or out of range, or a keyword that is no field
             (an option of the backend, such as ``service_tier``, goes in ``backend_options``).
     """
+
+    backend_field = "backend_options"
 
     model: str = attrs.field(default="", validator=_instance_of(str))
     """The model name sent to the backend."""

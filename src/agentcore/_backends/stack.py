@@ -120,28 +120,23 @@ async def open_stack(
     backends = [p.target if isinstance(p.target, Backend) else None for p in plan]
     ledger = ledger_for(prices, backends, exact=exact_cost)
     routes: list[Route] = []
-    bound: Backend | None = None
-    schema_on_final = True
+    opened_backends: list[Backend | None] = []
     for planned in plan:
         given = planned.target
         if isinstance(given, Backend):
-            opened, given = await _open_client(
+            client, given = await _open_client(
                 stack, given, planned.max_inflight, stream, timeouts, transport, ledger
             )
-            bound = bound or given  # the primary, as the first route
-            schema_on_final = schema_on_final and given.schema_on_final
+            opened_backends.append(given)
         else:
-            opened = given
-            schema_on_final = schema_on_final and says_schema_on_final(given)
-        routes.append(Route(planned.name, opened, batch_slots(opened, planned.max_inflight)))
-    primary = plan[0].target
-    return ClientStack(
-        routes[0],
-        tuple(routes[1:]),
-        bound if isinstance(primary, Backend) else None,
-        ledger,
-        schema_on_final,
+            client = given
+            opened_backends.append(None)
+        routes.append(Route(planned.name, client, batch_slots(client, planned.max_inflight)))
+    schema_on_final = all(
+        says_schema_on_final(route.client) if opened is None else opened.schema_on_final
+        for route, opened in zip(routes, opened_backends, strict=True)
     )
+    return ClientStack(routes[0], tuple(routes[1:]), opened_backends[0], ledger, schema_on_final)
 
 
 def _configured(  # noqa: PLR0917 - the call site's values, in its order

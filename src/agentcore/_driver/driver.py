@@ -79,7 +79,8 @@ class Driver:
     ) -> None:
         self._client = client
         self.cost = cost
-        """The cost ledger (``None`` unless a service tier or prices were given)."""
+        """The cost ledger (``None`` unless a backend has a service tier or is a Batch API
+        backend, or prices were given)."""
         self.backend = backend
         """The configured backend (``None`` when the driver was given a model client)."""
         self._schema_on_final = schema_on_final

@@ -355,7 +355,8 @@ class DriverStatistics:
     """Request and token limits in force, waits for budget and 429s."""
     cost: CostReport | None = None
     """Tokens per service tier, their cost and the saving against the standard tier
-    (``None`` unless the driver was given a service tier or prices: ``docs/batch.md``)."""
+    (``None`` unless a backend of the driver has a service tier or is a Batch API backend, or
+    the driver was given prices: ``docs/batch.md``)."""
     cache_by_turn: tuple[TurnCache, ...] = ()
     """The prefix cache per turn index (cached / prompt tokens of every run's first request,
     second request...): from the second turn on, a server with prefix caching should report

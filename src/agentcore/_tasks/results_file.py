@@ -104,7 +104,8 @@ _NO_TIME = RecordTimings(0.0, 0.0, 0.0, 0.0)
 @attrs.frozen
 class RecordCost:
     """What an agent's model requests cost (the ``cost`` object of its record, written when
-    the run had a service tier or prices: ``docs/batch.md``)."""
+    the driver kept a cost ledger: a service tier, prices or a Batch API backend;
+    ``docs/batch.md``)."""
 
     usd: float | None
     """USD at the prices of the tiers that answered (``None``: the model has no price)."""

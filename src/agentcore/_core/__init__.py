@@ -28,6 +28,8 @@ the folder and fails on anything else). Files:
   what a refusal on flex means.
 - ``cost``: prices per model and tier (a default table the user overrides) and the cost
   ledger: tokens per tier, cost, saving against standard.
+- ``tokenbucket``: the one token bucket (kept as GCRA's single number) under every rate limit:
+  model requests and tokens, tool calls, the simulator's limits.
 - ``ratebudget``: per-minute request and token budgets (reservations, usage corrections,
   limits learned from headers) and the token estimator.
 """

@@ -3,8 +3,9 @@
 Theory of operation
 -------------------
 Hosted APIs allow so many requests and so many tokens per minute. Each of the two limits is
-modelled as a bucket that holds at most one minute's allowance and refills continuously at
-``limit / 60`` per second (how the providers describe their limits). A limit is known when it
+modelled as a :class:`~agentcore._core.tokenbucket.TokenBucket` that holds at most one minute's
+allowance and refills continuously at ``limit / 60`` per second (how the providers describe
+their limits). A limit is known when it
 was configured or when a reply's headers told it (an :class:`RateObservation`); with both,
 the lower one applies. An unknown limit does not constrain anything.
 
@@ -40,6 +41,7 @@ import math
 import attrs
 
 from .errors import ConfigError
+from .tokenbucket import TokenBucket
 
 __all__ = ["RateBudget", "RateObservation", "Reservation", "TokenEstimator"]
 
@@ -69,13 +71,13 @@ class Reservation:
 
 
 @attrs.define
-class _Bucket:
-    """One limit: ``level`` is the allowance left at time ``updated``."""
+class _Limit:
+    """One per-minute limit: the configured and learned values and the bucket of the lower."""
 
     configured: int | None
     learned: int | None = None
-    level: float = 0.0
-    updated: float = -math.inf
+    bucket: TokenBucket | None = None
+    """A minute's allowance, refilled over the minute; ``None`` while no limit is known."""
 
     @property
     def limit(self) -> int | None:
@@ -85,41 +87,36 @@ class _Bucket:
             return self.configured
         return min(self.configured, self.learned)
 
-    def refill(self, now: float, limit: int) -> None:
-        if self.updated == -math.inf:
-            self.level, self.updated = float(limit), now  # a fresh budget starts full
-        elif now > self.updated:
-            self.level = min(float(limit), self.level + (now - self.updated) * limit / _MINUTE)
-            self.updated = now
-        else:
-            self.level = min(float(limit), self.level)
+    def current(self, now: float) -> TokenBucket | None:
+        """The bucket for the limit in force (made full when it first becomes known, resized
+        keeping its level when a lower or higher limit is learned)."""
+        limit = self.limit
+        bucket = self.bucket
+        if limit is None:
+            return None
+        if bucket is None:
+            bucket = self.bucket = TokenBucket(limit / _MINUTE, float(limit))
+        elif bucket.capacity != limit:
+            bucket = self.bucket = bucket.resized(now, limit / _MINUTE, float(limit))
+        return bucket
 
     def ready_at(self, now: float, amount: float) -> float:
         """When a request costing ``amount`` may go (``now`` or later)."""
-        limit = self.limit
-        if limit is None:
-            return now
-        self.refill(now, limit)
-        need = min(amount, float(limit))
-        if self.level >= need:
-            return now
-        return now + (need - self.level) * _MINUTE / limit
+        bucket = self.current(now)
+        return now if bucket is None else now + bucket.wait(now, amount)
 
     def add(self, now: float, amount: float) -> None:
         """Add ``amount`` (negative: take), within the limit."""
-        limit = self.limit
-        if limit is not None:
-            self.refill(now, limit)
-            self.level = min(float(limit), self.level + amount)
+        bucket = self.current(now)
+        if bucket is not None:
+            bucket.add(now, amount)
 
     def learn(self, now: float, limit: int | None, remaining: int | None) -> None:
         if limit is not None and limit > 0:
             self.learned = limit
-        known = self.limit
-        if known is not None:
-            self.refill(now, known)
-            if remaining is not None:
-                self.level = min(self.level, float(max(remaining, 0)))
+        bucket = self.current(now)
+        if bucket is not None and remaining is not None:
+            bucket.cap(now, float(max(remaining, 0)))
 
 
 @attrs.define
@@ -133,8 +130,8 @@ class RateBudget:
 
     requests_per_minute: int | None = None
     tokens_per_minute: int | None = None
-    _requests: _Bucket = attrs.field(init=False)
-    _tokens: _Bucket = attrs.field(init=False)
+    _requests: _Limit = attrs.field(init=False)
+    _tokens: _Limit = attrs.field(init=False)
     blocked_until: float = attrs.field(default=-math.inf, init=False)
     """Nothing may be sent before this time (set by :meth:`penalize`)."""
     limited: bool = attrs.field(default=False, init=False, eq=False)
@@ -150,8 +147,8 @@ class RateBudget:
                 isinstance(value, bool) or not isinstance(value, int) or value < 1
             ):
                 raise ConfigError(f"{name} must be a positive integer or None, got {value!r}")
-        self._requests = _Bucket(self.requests_per_minute)
-        self._tokens = _Bucket(self.tokens_per_minute)
+        self._requests = _Limit(self.requests_per_minute)
+        self._tokens = _Limit(self.tokens_per_minute)
         self.limited = self.requests_per_minute is not None or self.tokens_per_minute is not None
 
     @property
@@ -162,13 +159,9 @@ class RateBudget:
     def levels(self, now: float) -> tuple[float | None, float | None]:
         """What is left of the request and token allowances at ``now`` (negative: owed)."""
         found: list[float | None] = []
-        for bucket in (self._requests, self._tokens):
-            limit = bucket.limit
-            if limit is None:
-                found.append(None)
-            else:
-                bucket.refill(now, limit)
-                found.append(bucket.level)
+        for limit in (self._requests, self._tokens):
+            bucket = limit.current(now)
+            found.append(None if bucket is None else bucket.level(now))
         return found[0], found[1]
 
     def ready_at(self, now: float, tokens: int) -> float:

@@ -17,7 +17,8 @@ Imports ``_core`` only. Files:
 - ``responses``: wire bodies and stream frames.
 - ``engine``: slots and timing (trio).
 - ``server``: the trio + h11 HTTP server.
-- ``ratelimit``: requests/tokens per minute, 429s and the ``x-ratelimit-*`` headers.
+- ``ratelimit``: requests/tokens per minute (on the core's token bucket), 429s and the
+  ``x-ratelimit-*`` headers.
 - ``tiers``: the ``service_tier`` of a request; flex requests refused for capacity or model.
 - ``batches``: the Batch APIs (OpenAI's files and batches, Anthropic's message batches).
 """

@@ -1,6 +1,7 @@
 """The simulator's request and token limits, enforced as hosted APIs do.
 
-Each limit is a bucket of one (simulated) minute's allowance, refilled continuously. A chat
+Each limit is a bucket of one (simulated) minute's allowance, refilled continuously: the one
+pure :class:`~agentcore._core.tokenbucket.TokenBucket` that the clients' budgets use too. A chat
 request is admitted when the request bucket holds one request and the token bucket holds its
 prompt tokens (or is full, for a prompt larger than the bucket); its completion tokens are
 charged once decoded, which may take the token bucket below zero. A refused request gets a 429
@@ -13,6 +14,8 @@ Times are trio seconds; with ``speedup`` a simulated minute lasts ``60 / speedup
 from __future__ import annotations
 
 import math
+
+from .._core.tokenbucket import TokenBucket
 
 __all__ = ["SimRateLimits"]
 
@@ -27,30 +30,6 @@ def _duration(seconds: float) -> bytes:
     return f"{rest:.3g}s".encode()
 
 
-class _Bucket:
-    __slots__ = ("level", "limit", "rate", "updated")
-
-    def __init__(self, limit: int, minute: float) -> None:
-        self.limit = limit
-        self.rate = limit / minute
-        self.level = float(limit)
-        self.updated = 0.0
-
-    def refill(self, now: float) -> None:
-        if now > self.updated:
-            self.level = min(float(self.limit), self.level + (now - self.updated) * self.rate)
-            self.updated = now
-
-    def shortfall(self, now: float, cost: float) -> float:
-        """Seconds until ``cost`` is admissible (0: now)."""
-        self.refill(now)
-        need = min(cost, float(self.limit))
-        return 0.0 if self.level >= need else (need - self.level) / self.rate
-
-    def until_full(self) -> float:
-        return max(0.0, self.limit - self.level) / self.rate
-
-
 class SimRateLimits:
     """Request and token limits per simulated minute (``None``: not limited)."""
 
@@ -58,10 +37,8 @@ class SimRateLimits:
         self, requests_per_minute: int | None, tokens_per_minute: int | None, speedup: float
     ) -> None:
         minute = 60.0 / speedup
-        self._requests = (
-            None if requests_per_minute is None else _Bucket(requests_per_minute, minute)
-        )
-        self._tokens = None if tokens_per_minute is None else _Bucket(tokens_per_minute, minute)
+        self._requests = _bucket(requests_per_minute, minute)
+        self._tokens = _bucket(tokens_per_minute, minute)
         self.refused = 0
 
     def admit(self, now: float, prompt_tokens: int) -> float | None:
@@ -69,23 +46,22 @@ class SimRateLimits:
         wait before it would be (nothing is taken then)."""
         wait = 0.0
         if self._requests is not None:
-            wait = self._requests.shortfall(now, 1.0)
+            wait = self._requests.wait(now, 1.0)
         if self._tokens is not None:
-            wait = max(wait, self._tokens.shortfall(now, float(prompt_tokens)))
+            wait = max(wait, self._tokens.wait(now, float(prompt_tokens)))
         if wait > 0:
             self.refused += 1
             return wait
         if self._requests is not None:
-            self._requests.level -= 1.0
+            self._requests.take(now, 1.0)
         if self._tokens is not None:
-            self._tokens.level -= prompt_tokens
+            self._tokens.take(now, float(prompt_tokens))
         return None
 
     def charge(self, now: float, completion_tokens: int) -> None:
         """Charge the tokens decoded for an admitted request."""
         if self._tokens is not None:
-            self._tokens.refill(now)
-            self._tokens.level -= completion_tokens
+            self._tokens.take(now, float(completion_tokens))
 
     def headers(self, now: float) -> list[tuple[bytes, bytes]]:
         """The ``x-ratelimit-*`` headers as of ``now``."""
@@ -93,13 +69,17 @@ class SimRateLimits:
         for name, bucket in (("requests", self._requests), ("tokens", self._tokens)):
             if bucket is None:
                 continue
-            bucket.refill(now)
             found += [
-                (f"x-ratelimit-limit-{name}".encode(), str(bucket.limit).encode()),
+                (f"x-ratelimit-limit-{name}".encode(), str(round(bucket.capacity)).encode()),
                 (
                     f"x-ratelimit-remaining-{name}".encode(),
-                    str(max(0, math.floor(bucket.level))).encode(),
+                    str(max(0, math.floor(bucket.level(now)))).encode(),
                 ),
-                (f"x-ratelimit-reset-{name}".encode(), _duration(bucket.until_full())),
+                (f"x-ratelimit-reset-{name}".encode(), _duration(bucket.until_full(now))),
             ]
         return found
+
+
+def _bucket(limit: int | None, minute: float) -> TokenBucket | None:
+    """A minute's allowance of ``limit``, refilled over ``minute`` trio seconds; full at first."""
+    return None if limit is None else TokenBucket(limit / minute, float(limit))

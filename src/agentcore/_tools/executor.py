@@ -79,6 +79,7 @@ from .._core.events import CallTool, ToolError, ToolFailed, ToolReturned
 from .._core.replay import ResultStore, replay_key
 from .._core.schema import ValidationFailed
 from .._core.singleflight import SingleflightTable, tool_key
+from .._core.tokenbucket import TokenBucket
 from .._observe.steps import ToolCap
 from .caps import Cap
 from .context import MISSING, RunContext, context_value, history_of, value_path_problem
@@ -226,46 +227,17 @@ class _Counters:
         return ToolStatistics(**attrs.asdict(self))
 
 
-@attrs.define
-class _TokenBucket:
-    """Token-bucket arithmetic; time is passed in (seconds, trio clock)."""
-
-    rate: float
-    burst: int
-    tokens: float = attrs.field(init=False)
-    stamp: float | None = attrs.field(default=None, init=False)
-
-    def __attrs_post_init__(self) -> None:
-        self.tokens = float(self.burst)
-
-    def _refill(self, now: float) -> None:
-        if self.stamp is not None:
-            self.tokens = min(float(self.burst), self.tokens + (now - self.stamp) * self.rate)
-        self.stamp = now
-
-    def delay(self, now: float) -> float:
-        """Seconds until a token is available (0 if one is available now)."""
-        self._refill(now)
-        # The tolerance absorbs float rounding after sleeping exactly the computed delay.
-        missing = 1.0 - self.tokens
-        return 0.0 if missing <= 1e-9 else missing / self.rate
-
-    def take(self, now: float) -> None:
-        self._refill(now)
-        self.tokens -= 1.0
-
-
 @attrs.define(eq=False)
 class _RateLimiter:
-    bucket: _TokenBucket
+    bucket: TokenBucket
     lock: trio.Lock = attrs.field(factory=trio.Lock)
 
     async def acquire(self) -> None:
         # The lock queues callers FIFO; a caller cancelled while waiting takes no token.
         async with self.lock:
-            while (delay := self.bucket.delay(trio.current_time())) > 0:
+            while (delay := self.bucket.wait(trio.current_time(), 1.0)) > 0:
                 await trio.sleep(delay)
-            self.bucket.take(trio.current_time())
+            self.bucket.take(trio.current_time(), 1.0)
 
 
 _CANCELLED = ToolError("cancelled", "the call was cancelled")
@@ -388,7 +360,7 @@ class ToolExecutor:
         """The per-turn cap of each tool that has one (the runner applies them; empty when
         no tool has one)."""
         self._rates = {
-            name: _RateLimiter(_TokenBucket(t.options.rate, t.options.burst or 1))
+            name: _RateLimiter(TokenBucket(t.options.rate, float(t.options.burst or 1)))
             for name, t in by_name.items()
             if t.options.rate is not None
         }

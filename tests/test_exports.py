@@ -37,7 +37,7 @@ NAMESPACES = {
         "Result",
         "ResultStream", "RunTimings", "Timeouts",
         "RetryPolicy", "SlotStatistics", "DriverStatistics", "RequestStats", "Summary",
-        "RateLimiterStatistics",
+        "RateLimiterStatistics", "EstimateError", "RequestShape",
         # the batch layer
         "BatchStream", "MapReduceResult", "map_reduce", "open_batch", "run_batch",
         "warm_prefix", "Task", "load_task", "WarmUpReport",

@@ -81,6 +81,8 @@ if TYPE_CHECKING:
     from ._core.retry import RetryPolicy as RetryPolicy
     from ._driver.slot_limiter import SlotStatistics as SlotStatistics
     from ._driver.rate_limiter import RateLimiterStatistics as RateLimiterStatistics
+    from ._core.token_estimate import EstimateError as EstimateError
+    from ._core.token_estimate import RequestShape as RequestShape
     from ._driver.stats import DriverStatistics as DriverStatistics
     from ._driver.stats import RequestStats as RequestStats
     from ._driver.stats import Summary as Summary
@@ -180,6 +182,8 @@ _EXPORTS: dict[str, str] = {
     "RetryPolicy": "_core.retry",
     "SlotStatistics": "_driver.slot_limiter",
     "RateLimiterStatistics": "_driver.rate_limiter",
+    "EstimateError": "_core.token_estimate",
+    "RequestShape": "_core.token_estimate",
     "DriverStatistics": "_driver.stats",
     "RequestStats": "_driver.stats",
     "Summary": "_driver.stats",
@@ -239,6 +243,7 @@ __all__ = [
     "DriverOptions",
     "DriverStatistics",
     "ErrorKind",
+    "EstimateError",
     "Fallback",
     "FallbackPolicy",
     "Generation",
@@ -257,6 +262,7 @@ __all__ = [
     "RenderError",
     "RequestFailed",
     "RequestQueued",
+    "RequestShape",
     "RequestStarted",
     "RequestStats",
     "Result",

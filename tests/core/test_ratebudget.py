@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentcore._core.ratebudget import RateBudget, RateObservation, TokenEstimator
+from agentcore._core.ratebudget import RateBudget, RateObservation
 
 # (seconds since the previous reservation, estimated tokens)
 arrivals = st.lists(st.tuples(st.floats(0.0, 30.0), st.integers(0, 3_000)), min_size=1, max_size=60)
@@ -172,17 +172,6 @@ def test_a_budget_learned_only_from_headers_starts_limiting() -> None:
 def test_limits_must_be_positive_integers(bad: object) -> None:
     with pytest.raises(ValueError, match="per_minute"):
         RateBudget(requests_per_minute=bad)  # type: ignore[arg-type]
-
-
-@settings(max_examples=50)
-@given(st.floats(0.1, 1.0), st.integers(1, 500))
-def test_the_estimator_learns_the_tokens_per_character_ratio(ratio: float, completion: int) -> None:
-    estimator = TokenEstimator()
-    for _ in range(200):
-        estimator.learn(4_000, math.ceil(4_000 * ratio), completion)
-    assert estimator.tokens_per_char == pytest.approx(ratio, rel=0.01)
-    assert estimator.estimate(1_000, None) == pytest.approx(1_000 * ratio + completion, rel=0.02)
-    assert estimator.estimate(1_000, 1) <= math.ceil(1_000 * estimator.tokens_per_char) + 1
 
 
 _limit = st.none() | st.integers(-5, 100_000)

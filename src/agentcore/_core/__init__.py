@@ -31,5 +31,8 @@ the folder and fails on anything else). Files:
 - ``tokenbucket``: the one token bucket (kept as GCRA's single number) under every rate limit:
   model requests and tokens, tool calls, the simulator's limits.
 - ``ratebudget``: per-minute request and token budgets (reservations, usage corrections,
-  limits learned from headers) and the token estimator.
+  limits learned from headers).
+- ``token_estimate``: a request's tokens before it is sent (linear in its text, framing, tool
+  specs and images, fitted to the servers' counts) and the estimate's errors per request
+  shape; the rate budget and a batch's token budget both reserve with it.
 """

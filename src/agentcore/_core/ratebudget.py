@@ -26,9 +26,7 @@ refused with a 429 (which consumed nothing at the server) is returned in full wi
 :meth:`RateBudget.refund`. What a reply's headers say is *remaining* caps the buckets (never
 raises them: the server's count lags our requests in flight).
 
-:class:`TokenEstimator` supplies the estimate: prompt characters times a tokens-per-character
-ratio learned from the usage of earlier replies, plus ``max_tokens`` or the mean completion so
-far.
+:class:`~agentcore._core.token_estimate.TokenEstimator` supplies the estimates.
 
 Everything takes the current time as an argument (any monotonic clock, in seconds); nothing
 here reads a clock or sleeps.
@@ -43,7 +41,7 @@ import attrs
 from .errors import ConfigError
 from .tokenbucket import TokenBucket
 
-__all__ = ["RateBudget", "RateObservation", "Reservation", "TokenEstimator"]
+__all__ = ["RateBudget", "RateObservation", "Reservation"]
 
 _MINUTE = 60.0
 
@@ -68,6 +66,8 @@ class Reservation:
 
     tokens: int
     """The estimated tokens taken."""
+    prompt: int = 0
+    """Of those, the estimated prompt tokens (0: not estimated apart)."""
 
 
 @attrs.define
@@ -174,12 +174,13 @@ class RateBudget:
             self._tokens.ready_at(now, amount),
         )
 
-    def take(self, now: float, tokens: int) -> Reservation:
-        """Charge a request estimated at ``tokens``, sent at ``now``."""
+    def take(self, now: float, tokens: int, prompt: int = 0) -> Reservation:
+        """Charge a request estimated at ``tokens`` (``prompt`` of them its prompt's), sent
+        at ``now``."""
         tokens = max(0, tokens)
         self._requests.add(now, -1.0)
         self._tokens.add(now, -float(tokens))
-        return Reservation(tokens)
+        return Reservation(tokens, prompt)
 
     def settle(self, reservation: Reservation, used_tokens: int, now: float) -> None:
         """The request was answered having used ``used_tokens``: correct the estimate."""
@@ -207,33 +208,3 @@ class RateBudget:
         self._tokens.learn(now, observation.limit_tokens, observation.remaining_tokens)
         if not self.limited:
             self.limited = self._requests.limit is not None or self._tokens.limit is not None
-
-
-@attrs.define
-class TokenEstimator:
-    """Estimates a request's tokens from its prompt size, learning from replies' usage.
-
-    Args:
-        tokens_per_char: the starting ratio of prompt tokens to prompt characters.
-        completion: the starting guess of completion tokens when ``max_tokens`` is not set.
-    """
-
-    tokens_per_char: float = 0.25
-    completion: float = 256.0
-    _seen: int = attrs.field(default=0, init=False)
-
-    def estimate(self, prompt_chars: int, max_tokens: int | None) -> int:
-        """Tokens a request with ``prompt_chars`` characters of prompt will probably use."""
-        completion = self.completion if max_tokens is None else min(max_tokens, self.completion)
-        return math.ceil(prompt_chars * self.tokens_per_char + completion)
-
-    def learn(self, prompt_chars: int, prompt_tokens: int, completion_tokens: int) -> None:
-        """Move the ratios towards what a reply's usage showed (a running mean at first, then
-        an exponential average over about the last 20 replies)."""
-        self._seen += 1
-        weight = max(1.0 / self._seen, 0.05)
-        if prompt_chars > 0 and prompt_tokens > 0:
-            ratio = prompt_tokens / prompt_chars
-            self.tokens_per_char += weight * (ratio - self.tokens_per_char)
-        if completion_tokens >= 0:
-            self.completion += weight * (completion_tokens - self.completion)

@@ -4,8 +4,10 @@ Theory of operation
 -------------------
 A :class:`BudgetGuard` wraps the pure :class:`~agentcore._core.budgets.BatchLedger` of one
 batch. Before any request of the batch's runs is sent, the guard *reserves* its tokens: an
-estimate of its prompt (its characters times the batch's learned tokens per character, 0.25 to
-begin with) and, for its reply, its ``max_tokens`` when set, else the batch's running mean of
+estimate of its prompt (the batch's own
+:class:`~agentcore._core.token_estimate.TokenEstimator`, the one the rate budget uses: linear
+in the prompt's text, framing, tool specs and images, fitted to its replies' usage) and, for
+its reply, its ``max_tokens`` when set, else the batch's running mean of
 completion tokens (256 to begin with). The request is sent only if the tokens used, plus those
 reserved by the batch's requests in flight, plus this reservation fit every token budget (and
 the request count its budget); when it ends, its reservation gives way to the tokens its reply
@@ -41,9 +43,8 @@ import trio
 
 from .._core.budgets import BatchLedger, Budget, BudgetExceeded, UsageLimits
 from .._core.events import CallModel, CallTool, ModelFailed, ModelResponded, ToolError, ToolFailed
-from .._core.ratebudget import TokenEstimator
+from .._core.token_estimate import Features, TokenEstimator, prompt_features
 from .._core.validators import check_choice
-from .rate_limiter import prompt_chars
 from .runs import Group, Run
 
 __all__ = ["BudgetGuard", "OnBudget"]
@@ -63,9 +64,9 @@ class BudgetGuard:
         self._cancel = on_budget == "cancel"
         self._group = group
         self._estimator = TokenEstimator()
-        self._held: dict[str, tuple[int, int, int]] = {}
-        """Per request in flight (by request id): its reservation and its prompt characters.
-        Bounded by the requests of the batch in flight."""
+        self._held: dict[str, tuple[int, int, Features, int | None]] = {}
+        """Per request in flight (by request id): its reservation, its prompt's features and
+        its ``max_tokens``. Bounded by the requests of the batch in flight."""
         self._settled = trio.lowlevel.ParkingLot()
         """Requests that did not fit beside those in flight, waiting for one to end."""
 
@@ -73,13 +74,14 @@ class BudgetGuard:
         """The budget without room for a new run, if any."""
         return self.ledger.check_run()
 
-    def reservation(self, call: CallModel) -> tuple[int, int, int]:
-        """The input and output tokens ``call`` reserves, and its prompt characters."""
-        chars = prompt_chars(call)
+    def reservation(self, call: CallModel) -> tuple[int, int, Features, int | None]:
+        """The input and output tokens ``call`` reserves, its prompt's features and its
+        ``max_tokens``."""
+        features = prompt_features(call)
         estimator = self._estimator
         max_tokens = call.params.max_tokens
         output = max_tokens if max_tokens is not None else math.ceil(estimator.completion)
-        return math.ceil(chars * estimator.tokens_per_char), output, chars
+        return estimator.reserve(features), output, features, max_tokens
 
     async def before_request(self, run: Run, call: CallModel) -> None:
         """Reserve the tokens of a request about to be sent (its retries included), or stop.
@@ -118,7 +120,7 @@ class BudgetGuard:
         self.ledger.settle(held[0], held[1], usage)
         self._settled.unpark_all()
         if usage is not None:
-            self._estimator.learn(held[2], usage.prompt_tokens, usage.completion_tokens)
+            self._estimator.learn(held[2], usage.prompt_tokens, usage.completion_tokens, held[3])
             if self._cancel:
                 over = self.ledger.check_request()
                 # A spent count budget only refuses the next request; spent tokens stop now.

@@ -22,7 +22,6 @@ attribute reads and never waits.
 
 from __future__ import annotations
 
-import functools
 from collections import OrderedDict
 
 import attrs
@@ -30,8 +29,15 @@ import trio
 
 from .._core.error_policy import policy_of
 from .._core.events import CallModel, ModelFailed, ModelResponded
-from .._core.messages import AssistantMessage, ToolSpec
-from .._core.ratebudget import RateBudget, RateObservation, Reservation, TokenEstimator
+from .._core.ratebudget import RateBudget, RateObservation, Reservation
+from .._core.token_estimate import (
+    EstimateError,
+    EstimateErrors,
+    Features,
+    TokenEstimator,
+    prompt_features,
+    shape_of,
+)
 
 __all__ = ["RateLimiter", "RateLimiterStatistics"]
 
@@ -53,27 +59,9 @@ class RateLimiterStatistics:
     """Seconds spent waiting for budget, over all attempts."""
     rate_limited: int
     """Replies refused by the server for its rate limit (429)."""
-
-
-def prompt_chars(call: CallModel) -> int:
-    """Characters of prompt ``call`` sends (messages, tool-call arguments and tool specs)."""
-    total = 0
-    for message in call.messages:
-        if isinstance(message, AssistantMessage):
-            total += len(message.content or "")
-            for tool_call in message.tool_calls:
-                total += len(tool_call.arguments) + len(tool_call.name)
-        else:
-            total += len(message.content)
-    for spec in call.tools:
-        total += _spec_chars(spec)
-    return total
-
-
-@functools.lru_cache(maxsize=1024)
-def _spec_chars(spec: ToolSpec) -> int:
-    """About the characters a tool's spec adds to a prompt (its name, description, schema)."""
-    return len(spec.name) + len(spec.description) + len(repr(spec.parameters))
+    estimates: tuple[EstimateError, ...] = ()
+    """How far the prompt-token estimates behind the reservations were from what the server
+    counted, per request shape (only requests reserved against a known limit)."""
 
 
 class _Waiter:
@@ -92,6 +80,7 @@ class RateLimiter:
     ) -> None:
         self.budget = RateBudget(requests_per_minute, tokens_per_minute)
         self.estimator = TokenEstimator()
+        self._errors = EstimateErrors()
         self._line: OrderedDict[_Waiter, None] = OrderedDict()
         self._changed = trio.Event()
         self._waits = 0
@@ -107,23 +96,34 @@ class RateLimiter:
         budget = self.budget
         if not budget.limited:
             return None
-        tokens = self.estimator.estimate(prompt_chars(call), call.params.max_tokens)
+        features = prompt_features(call)
+        max_tokens = call.params.max_tokens
         now = trio.current_time()
-        if not self._line and budget.ready_at(now, tokens) <= now:
-            return budget.take(now, tokens)
-        return await self._wait_in_line(tokens, now)
+        if not self._line:
+            tokens = self.estimator.estimate(features, max_tokens)
+            if budget.ready_at(now, tokens) <= now:
+                return budget.take(now, tokens, self.estimator.prompt(features))
+        return await self._wait_in_line(features, max_tokens, now)
 
-    async def _wait_in_line(self, tokens: int, started: float) -> Reservation:
-        budget, line = self.budget, self._line
+    async def _wait_in_line(
+        self, features: Features, max_tokens: int | None, started: float
+    ) -> Reservation:
+        """Wait at the back of the line, then at its front until the budget can pay; the
+        estimate is made again each time the front waiter looks (replies meanwhile taught the
+        estimator), so that requests queued before the first reply are not charged the
+        prior's guess."""
+        budget, line, estimator = self.budget, self._line, self.estimator
         me = _Waiter()
         line[me] = None
         if next(iter(line)) is me:
             me.front.set()
         self._waits += 1
+        tokens = 0
         try:
             await me.front.wait()
             while True:
                 now = trio.current_time()
+                tokens = estimator.estimate(features, max_tokens)
                 ready = budget.ready_at(now, tokens)
                 if ready <= now:
                     break
@@ -136,7 +136,7 @@ class RateLimiter:
                 next(iter(line)).front.set()
         now = trio.current_time()
         self._wait_time += now - started
-        return budget.take(now, tokens)
+        return budget.take(now, tokens, estimator.prompt(features))
 
     def _notify(self) -> None:
         """The budget changed: the front waiter re-checks."""
@@ -197,7 +197,12 @@ class RateLimiter:
         if isinstance(event, ModelResponded):
             usage = event.usage
             used = usage.prompt_tokens + usage.completion_tokens
-            self.estimator.learn(prompt_chars(call), usage.prompt_tokens, usage.completion_tokens)
+            features = prompt_features(call)
+            if reservation is not None and reservation.prompt:
+                self._errors.record(shape_of(call), reservation.prompt, usage.prompt_tokens)
+            self.estimator.learn(
+                features, usage.prompt_tokens, usage.completion_tokens, call.params.max_tokens
+            )
             if reservation is not None:
                 budget.settle(reservation, used, now)
         elif policy_of(event.error.kind).holds_back_budget:
@@ -220,7 +225,7 @@ class RateLimiter:
             # The first limits are known while other attempts, sent blind, are still in
             # flight: charge each an estimate now (settled by its own reply), so that the
             # budget does not spend what they are about to use.
-            charge = self.estimator.estimate(prompt_chars(call), call.params.max_tokens)
+            charge = self.estimator.estimate(prompt_features(call), call.params.max_tokens)
             self._blind_charge = charge
             for _ in range(self.blind):
                 budget.take(now, charge)
@@ -235,4 +240,5 @@ class RateLimiter:
             waits=self._waits,
             wait_time=self._wait_time,
             rate_limited=self._rate_limited,
+            estimates=self._errors.summary(),
         )

@@ -8,7 +8,17 @@ import pytest
 import trio
 
 from agentcore import ConfigError, ErrorKind, ModelError, Usage, open_driver
-from agentcore.core import AssistantMessage, CallModel, ModelResponded
+from agentcore._codecs.ratelimits import read_rate_headers
+from agentcore._driver.rate_limiter import RateLimiter
+from agentcore.core import (
+    AssistantMessage,
+    CallModel,
+    ModelResponded,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
 from agentcore.testing import ScriptedModel
 
 from .helpers import make_loop
@@ -118,3 +128,53 @@ async def test_budget_options_must_be_positive_integers(option: str, bad: Any) -
     with pytest.raises(ConfigError, match=option):
         async with open_driver(ScriptedModel(["x"]), **{option: bad}):
             pass
+
+
+OPENAI_HEADERS = (
+    ("x-ratelimit-limit-tokens", "50000"),
+    ("x-ratelimit-remaining-tokens", "50000"),
+    ("x-ratelimit-limit-requests", "500"),
+    ("x-ratelimit-remaining-requests", "500"),
+)
+ANTHROPIC_HEADERS = (
+    ("anthropic-ratelimit-tokens-limit", "50000"),
+    ("anthropic-ratelimit-tokens-remaining", "50000"),
+    ("anthropic-ratelimit-requests-limit", "500"),
+    ("anthropic-ratelimit-requests-remaining", "500"),
+)
+
+
+@pytest.mark.parametrize(
+    "headers", [OPENAI_HEADERS, ANTHROPIC_HEADERS], ids=["openai", "anthropic"]
+)
+async def test_limits_learned_from_headers_reserve_with_the_same_estimate_as_configured_ones(
+    autojump_clock: Any, headers: tuple[tuple[str, str], ...]
+) -> None:
+    # The estimate learns from every reply once a limit is known, whichever way it became
+    # known: the replies teach both limiters the same weights, so the next request of each
+    # shape reserves the same tokens.
+    configured = RateLimiter(requests_per_minute=500, tokens_per_minute=50_000)
+    learned = RateLimiter()
+    observation = read_rate_headers(headers)
+    assert observation is not None
+    system = SystemMessage("You check records. " * 30)
+    for n in range(40):
+        first = CallModel(f"a{n}", (system, UserMessage(f"Check record r{n} " * (n % 7 + 1))))
+        reply = AssistantMessage(tool_calls=[ToolCall("c", "lookup", f'{{"key": "r{n}"}}')])
+        after = CallModel(
+            f"b{n}", (*first.messages, reply, ToolMessage("c", "lookup", "x" * (50 * n)))
+        )
+        for call, prompt in ((first, 150 + 5 * (n % 7)), (after, 180 + 12 * n)):
+            answered = ModelResponded(
+                call.request_id, AssistantMessage("ok"), Usage(prompt, 20), "stop"
+            )
+            for limiter in (configured, learned):
+                reservation = await limiter.reserve(call)
+                limiter.replied(
+                    call, reservation, answered, observation if limiter is learned else None
+                )
+                await trio.sleep(1.0)
+    assert learned.budget.limits == configured.budget.limits == (500, 50_000)
+    assert learned.estimator == configured.estimator
+    for call in (first, after):
+        assert await learned.reserve(call) == await configured.reserve(call)

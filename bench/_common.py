@@ -372,6 +372,18 @@ def child_report(
     return last_json(done.stdout)
 
 
+def baseline_source(rev: str, into: Path) -> str | None:
+    """``src`` of ``rev`` of this repository, extracted under ``into``; ``None`` if git cannot."""
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev, "src"], capture_output=True, check=False
+    )
+    if archive.returncode != 0:
+        print(f"no baseline: git archive {rev} failed: {archive.stderr.decode().strip()}")
+        return None
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return str(into / "src")
+
+
 def last_json(text: str) -> dict[str, Any]:
     """The last line of ``text`` that parses as a JSON object."""
     for raw in reversed(text.strip().splitlines()):

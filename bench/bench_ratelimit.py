@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -46,7 +45,7 @@ import trio
 from agentcore.sim import SimConfig, open_sim_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import fmt, last_json, machine, table
+from _common import baseline_source, fmt, last_json, machine, table
 
 HERE = Path(__file__).resolve().parent
 CLIENT = HERE / "baselines" / "ratelimit_client.py"
@@ -76,18 +75,6 @@ async def measure(
         "rate_limited": stats.rate_limited,
         "served_tokens": served_tokens,
     }
-
-
-def baseline_source(rev: str, into: Path) -> str | None:
-    """``src`` of ``rev`` of this repository, extracted under ``into``; ``None`` if git cannot."""
-    archive = subprocess.run(
-        ["git", "-C", str(HERE.parent), "archive", rev, "src"], capture_output=True, check=False
-    )
-    if archive.returncode != 0:
-        print(f"no baseline: git archive {rev} failed: {archive.stderr.decode().strip()}")
-        return None
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
-    return str(into / "src")
 
 
 async def run(args: argparse.Namespace) -> None:

@@ -9,12 +9,15 @@ runs started inline (before any limit was known) and requests made outside any r
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
+import attrs
 import pytest
 import trio
 
-from agentcore import ErrorKind, ModelError, open_driver
+from agentcore import ErrorKind, ModelError, open_driver, wire
+from agentcore._driver.rate_limiter import documents_shared_limits
 from agentcore.core import CallModel
 from agentcore.testing import ScriptedModel
 from tests.driver.helpers import make_loop
@@ -129,4 +132,83 @@ async def test_no_request_is_sent_while_a_429_holds_whichever_way_it_waited(
                     nursery.start_soon(one, i)
     assert statuses == ["ok"] * AGENTS
     assert len(arrivals) == AGENTS + 1
+    assert_nothing_sent_during_the_hold(arrivals, refused[0])
+
+
+def test_the_providers_that_document_shared_limits_are_known_by_their_host() -> None:
+    def client_for(url: str, **options: Any) -> Any:
+        return SimpleNamespace(codec=wire.backend(url, model="m", api_key="k", **options).codec)
+
+    assert documents_shared_limits(client_for("openai://"))
+    assert documents_shared_limits(client_for("anthropic://"))
+    # The same dialects elsewhere (a gateway, a self-hosted server) say nothing by themselves.
+    assert not documents_shared_limits(client_for("https://gateway.example/v1"))
+    assert not documents_shared_limits(client_for("vllm://127.0.0.1:8000"))
+    assert not documents_shared_limits(ScriptedModel(["x"]))
+
+
+async def test_a_429_whose_limits_no_successful_reply_published_holds_only_its_request(
+    autojump_clock: Any,
+) -> None:
+    # A balancer in front of several deployments: it refuses one request with a 429 that
+    # claims an exhausted limit, while its successful replies publish none. The other senders
+    # go on at full speed; the refused request waits its own retry-after, then passes.
+    arrivals: list[float] = []
+    refused: list[float] = []
+    refused_body: list[Any] = []
+    again: list[float] = []
+    claims = (
+        ("x-ratelimit-limit-requests", "100"),
+        ("x-ratelimit-remaining-requests", "0"),
+        ("retry-after", str(int(HOLD))),
+    )
+
+    def respond(body: dict[str, Any], n: int) -> Reply:
+        now = trio.current_time()
+        arrivals.append(now)
+        if body["messages"] in refused_body:
+            again.append(now)
+        if n == REFUSED:
+            refused.append(now + 0.3)
+            refused_body.append(body["messages"])
+            reply = error(429, "Rate limit reached", claims)
+            return Reply(reply.status, reply.headers, reply.body, delay=0.3)
+        return attrs.evolve(completion("done"), delay=1.0)
+
+    async with (
+        open_openai_server(respond) as server,
+        open_driver(server.url, model="m", max_inflight=SLOTS) as driver,
+    ):
+        async with driver.stream(make_loop(i) for i in range(AGENTS)) as results:
+            statuses = [r.status async for r in results]
+        stats = driver.statistics()
+    assert statuses == ["ok"] * AGENTS
+    assert len(arrivals) == AGENTS + 1
+    during = [t for t in arrivals if refused[0] <= t < refused[0] + HOLD]
+    # Every slot but none stayed busy through the hold: a request a second on each.
+    assert len(during) >= (SLOTS - 1) * int(HOLD) - 1
+    assert len(again) == 1
+    assert again[0] >= refused[0] + HOLD
+    assert stats.rates is not None
+    assert stats.rates.rate_limited == 1
+    assert (stats.rates.requests_per_minute, stats.rates.waits) == (None, 0)
+
+
+async def test_a_provider_that_documents_shared_limits_holds_from_its_first_429(
+    autojump_clock: Any,
+) -> None:
+    # OpenAI's own API, before any reply published its limits: its quota is documented as
+    # shared, so its 429 holds everyone.
+    model, arrivals, refused = _scripted()
+    hosted = SimpleNamespace(
+        codec=SimpleNamespace(base_url="https://api.openai.com/v1"),
+        exchange=model.exchange,
+        aclose=model.aclose,
+    )
+    async with (
+        open_driver(hosted, max_inflight=SLOTS) as driver,
+        driver.stream(make_loop(i) for i in range(AGENTS)) as results,
+    ):
+        statuses = [r.status async for r in results]
+    assert statuses == ["ok"] * AGENTS
     assert_nothing_sent_during_the_hold(arrivals, refused[0])

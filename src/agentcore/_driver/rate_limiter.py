@@ -11,10 +11,22 @@ corrected an estimate, headers taught a limit, a 429 held everyone back), whiche
 it then re-checks, takes its tokens and hands the front of the line to the next waiter. A
 cancelled waiter leaves the line (handing the front on if it held it). The reply corrects the
 reservation with its usage, teaches the budget what its headers said, and a 429 refunds the
-reservation and, from an API with known limits, holds every sender back for the server's
-``retry-after``. The hold also stops what was admitted before it began: an attempt that
-reserved budget and then waited for an inference slot asks :meth:`RateLimiter.may_send` once
-it holds the slot, just before it is written, and goes back to the line if a hold began.
+reservation and, where the limits are known to be shared (below), holds every sender back for
+the server's ``retry-after``. The hold also stops what was admitted before it began: an
+attempt that reserved budget and then waited for an inference slot asks
+:meth:`RateLimiter.may_send` once it holds the slot, just before it is written, and goes back
+to the line if a hold began.
+
+Whose refusal is a 429? It holds every sender back only where the limits are known to be
+shared by every request (:attr:`RateLimiter.shared`): the user configured them, a
+*successful* reply published them (OpenAI and Anthropic send their limits on every answer),
+or the API's provider documents one limit for all of an organisation's requests (OpenAI's and
+Anthropic's own APIs, known by their host). Elsewhere a 429 is the request's own: a proxy
+or balancer in front of several deployments, a gateway with limits per replica, a
+self-hosted server shedding load refuse one request while the next would pass. That request
+alone waits its own ``retry-after`` (the retry policy), and an adaptive slot limit shrinks as
+it does for overload; what such a refusal's headers claim (``x-ratelimit-remaining-requests:
+0``, say) is not taken as a limit either.
 
 With no limit configured and none learned from headers yet, a reservation costs a few
 attribute reads and never waits.
@@ -23,6 +35,7 @@ attribute reads and never waits.
 from __future__ import annotations
 
 from collections import OrderedDict
+from urllib.parse import urlsplit
 
 import attrs
 import trio
@@ -39,7 +52,11 @@ from .._core.token_estimate import (
     shape_of,
 )
 
-__all__ = ["RateLimiter", "RateLimiterStatistics"]
+__all__ = ["RateLimiter", "RateLimiterStatistics", "documents_shared_limits"]
+
+SHARED_LIMIT_HOSTS = frozenset({"api.openai.com", "api.anthropic.com"})
+"""Hosts of APIs whose providers document their rate limits as one quota for all of an
+organisation's requests (OpenAI's and Anthropic's rate-limit guides)."""
 
 _DEFAULT_PENALTY = 1.0
 """Seconds every sender holds back after a 429 that did not say how long."""
@@ -64,6 +81,14 @@ class RateLimiterStatistics:
     counted, per request shape (only requests reserved against a known limit)."""
 
 
+def documents_shared_limits(client: object) -> bool:
+    """Whether ``client`` talks to an API whose provider documents shared limits: its codec's
+    ``base_url`` is on one of :data:`SHARED_LIMIT_HOSTS` (``False`` for a client that says
+    nothing of where it sends)."""
+    base_url = getattr(getattr(client, "codec", None), "base_url", None)
+    return isinstance(base_url, str) and urlsplit(base_url).hostname in SHARED_LIMIT_HOSTS
+
+
 class _Waiter:
     __slots__ = ("front",)
 
@@ -86,6 +111,10 @@ class RateLimiter:
         self._waits = 0
         self._wait_time = 0.0
         self._rate_limited = 0
+        self.shared = requests_per_minute is not None or tokens_per_minute is not None
+        """Whether the limits are known to be shared by every request, so that a 429 holds
+        every sender back: configured, published by a successful reply, or documented by the
+        provider (:func:`documents_shared_limits`; see the module's docstring)."""
         self.blind = 0
         """Attempts in flight that were sent before any limit was known."""
         self._blind_charge: int | None = None
@@ -205,19 +234,23 @@ class RateLimiter:
             )
             if reservation is not None:
                 budget.settle(reservation, used, now)
+            if observation is not None and (
+                observation.limit_requests is not None or observation.limit_tokens is not None
+            ):
+                self.shared = True  # a successful reply published its limits
         elif policy_of(event.error.kind).holds_back_budget:
             self._rate_limited += 1
             retry_after = event.error.retry_after
-            if observation is not None or budget.limits != (None, None):
-                # A rate-limited API (it publishes limits, or the user set some): the quota
-                # is shared, so everyone holds back. A bare 429 from a self-hosted server is
-                # left to the retry policy and adaptive concurrency, as before budgets.
+            if self.shared:
+                # The quota is everyone's: nobody sends until the server's time is up. A 429
+                # without that evidence is left to the request's own retry and to adaptive
+                # concurrency.
                 budget.penalize(now, _DEFAULT_PENALTY if retry_after is None else retry_after)
             if reservation is not None:
                 budget.refund(reservation, now)
         elif reservation is not None:
             budget.settle(reservation, 0, now)
-        if observation is not None:
+        if observation is not None and (self.shared or isinstance(event, ModelResponded)):
             # After the correction: what remains at the server already counts this request's
             # real usage, so it caps the corrected level rather than being corrected again.
             budget.observe(now, observation)

@@ -119,10 +119,29 @@ def test_the_edge_constructors_take_retryability_from_the_row() -> None:
         assert error.retryable is policy_of(error.kind).retryable, error
 
 
-@pytest.mark.parametrize("name", [*bedrock._EXCEPTION_KINDS, "unknownException"])
-def test_a_bedrock_exception_is_retryable_as_its_kinds_row_says(name: str) -> None:
+BEDROCK_EXCEPTIONS = {
+    "throttlingException": ErrorKind.RATE_LIMITED,
+    "ServiceQuotaExceededException": ErrorKind.RATE_LIMITED,
+    "serviceUnavailableException": ErrorKind.OVERLOADED,
+    "modelNotReadyException": ErrorKind.OVERLOADED,
+    "internalServerException": ErrorKind.SERVER,
+    "modelStreamErrorException": ErrorKind.SERVER,
+    "modelTimeoutException": ErrorKind.TIMEOUT,
+    "validationException": ErrorKind.BAD_REQUEST,
+    "modelErrorException": ErrorKind.BAD_REQUEST,
+    "accessDeniedException": ErrorKind.AUTH,
+    "resourceNotFoundException": ErrorKind.NOT_FOUND,
+    "unknownException": ErrorKind.SERVER,
+}
+
+
+@pytest.mark.parametrize(("name", "kind"), BEDROCK_EXCEPTIONS.items())
+def test_a_bedrock_exception_is_classified_by_the_one_table(name: str, kind: ErrorKind) -> None:
     error = bedrock._exception(name, b'{"message": "m"}')
+    assert (error.kind, error.code, error.message) == (kind, name, "m")
     assert error.retryable is policy_of(error.kind).retryable
+    # the same type in any other server's error event means the same
+    assert classify_stream_error({"error": {"type": name, "message": "m"}}) == error
 
 
 def test_the_classifier_follows_a_flipped_row(monkeypatch: pytest.MonkeyPatch) -> None:

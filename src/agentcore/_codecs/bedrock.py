@@ -40,9 +40,8 @@ from urllib.parse import quote
 
 import orjson
 
-from .._core.error_policy import policy_of
 from .._core.errors import ConfigError
-from .._core.events import ErrorKind, ModelError, ModelFailed, ModelResponded
+from .._core.events import ModelError, ModelFailed, ModelResponded
 from .._core.messages import (
     AssistantMessage,
     SystemMessage,
@@ -51,7 +50,7 @@ from .._core.messages import (
     Usage,
     UserMessage,
 )
-from .classify import protocol_error, reply_payload, truncated_stream
+from .classify import classify_stream_error, protocol_error, reply_payload, truncated_stream
 from .codec import TextDelta, ToolCallDelta
 from .common import no_service_tier, plain_json, tool_input, wire_count
 from .http import HttpRequest
@@ -68,20 +67,6 @@ _STOP_REASONS = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "le
 _TOOL_CHOICES: Mapping[str, dict[str, Any]] = {"auto": {"auto": {}}, "required": {"any": {}}}
 _CACHE_POINT = {"cachePoint": {"type": "default"}}
 _MAX_STREAM_BUFFER = 16 * 1024 * 1024
-
-_EXCEPTION_KINDS: Mapping[str, ErrorKind] = {
-    "throttlingexception": ErrorKind.RATE_LIMITED,
-    "servicequotaexceededexception": ErrorKind.RATE_LIMITED,
-    "serviceunavailableexception": ErrorKind.OVERLOADED,
-    "modelnotreadyexception": ErrorKind.OVERLOADED,
-    "internalserverexception": ErrorKind.SERVER,
-    "modelstreamerrorexception": ErrorKind.SERVER,
-    "modeltimeoutexception": ErrorKind.TIMEOUT,
-    "validationexception": ErrorKind.BAD_REQUEST,
-    "modelerrorexception": ErrorKind.BAD_REQUEST,
-    "accessdeniedexception": ErrorKind.AUTH,
-    "resourcenotfoundexception": ErrorKind.NOT_FOUND,
-}
 
 
 def _usage(counts: object) -> Usage:
@@ -135,18 +120,14 @@ def _turns(messages: Iterable[Message]) -> tuple[list[dict[str, Any]], list[dict
 
 
 def _exception(kind_name: str, payload: bytes) -> ModelError:
+    """An exception frame of a stream, classified by its type like any in-stream error."""
     try:
         data = orjson.loads(payload)
     except orjson.JSONDecodeError:
         data = None
     message = data.get("message") if isinstance(data, dict) else None
-    kind = _EXCEPTION_KINDS.get(kind_name.lower(), ErrorKind.SERVER)
-    return ModelError(
-        kind=kind,
-        message=str(message or kind_name or "exception in the event stream")[:2000],
-        retryable=policy_of(kind).retryable,
-        code=kind_name or None,
-    )
+    fields = {"type": kind_name, "message": str(message or kind_name)}
+    return classify_stream_error(fields)
 
 
 class RequestSigner(Protocol):

@@ -19,7 +19,10 @@ the error table (:data:`agentcore._core.error_policy.ERROR_POLICY`). Its inputs:
 - OpenAI and current vLLM: ``{"error": {"message", "type", "code", "param"}}``;
 - SGLang and older vLLM: flat ``{"object": "error", "message", "type", "code"}``;
 - FastAPI-style servers: ``{"detail": ...}`` (a string or a list of validation problems);
-- Anthropic: ``{"type": "error", "error": {"type", "message"}}``.
+- Anthropic: ``{"type": "error", "error": {"type", "message"}}``;
+- AWS Bedrock: ``{"message"}`` (an HTTP error's type is in its ``x-amzn-errortype`` header,
+  and its status decides as for any server); an exception inside a stream names its type in
+  the frame's headers, and is classified by :func:`classify_stream_error` like the others.
 
 Rules, in order:
 
@@ -116,6 +119,18 @@ _TYPE_KINDS: Mapping[str, ErrorKind] = {
     "server_error": ErrorKind.SERVER,
     "internalservererror": ErrorKind.SERVER,
     "timeout_error": ErrorKind.TIMEOUT,
+    # AWS Bedrock's exception types (a stream's ``:exception-type``), lower-cased
+    "throttlingexception": ErrorKind.RATE_LIMITED,
+    "servicequotaexceededexception": ErrorKind.RATE_LIMITED,
+    "serviceunavailableexception": ErrorKind.OVERLOADED,
+    "modelnotreadyexception": ErrorKind.OVERLOADED,
+    "internalserverexception": ErrorKind.SERVER,
+    "modelstreamerrorexception": ErrorKind.SERVER,
+    "modeltimeoutexception": ErrorKind.TIMEOUT,
+    "validationexception": ErrorKind.BAD_REQUEST,
+    "modelerrorexception": ErrorKind.BAD_REQUEST,
+    "accessdeniedexception": ErrorKind.AUTH,
+    "resourcenotfoundexception": ErrorKind.NOT_FOUND,
 }
 
 _STATUS_KINDS: Mapping[int, ErrorKind] = {

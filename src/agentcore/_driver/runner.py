@@ -247,7 +247,7 @@ class Runner:
                     run.pending_model = None
                 elif isinstance(effect, CallTool):
                     if run.tool_cap is not None:
-                        event = await self.perform_capped(run, effect, None)
+                        event = await self.call_tool(run, effect)
                         effects = loop.handle(event)
                         continue
                     if run.guard is not None and (
@@ -329,7 +329,7 @@ class Runner:
     ) -> None:
         if held_since is not None:
             assert isinstance(call, CallTool)
-            send.send_nowait(await self.perform_capped(run, call, held_since))
+            send.send_nowait(await self.call_tool(run, call, held_since))
         else:
             send.send_nowait(await self.perform(run, call))
 
@@ -345,22 +345,7 @@ class Runner:
     async def perform(self, run: Run, call: CallModel | CallTool) -> Event:
         """Perform one effect of ``run`` and return its outcome."""
         if isinstance(call, CallTool):
-            if run.tool_cap is not None:
-                return await self.perform_capped(run, call, None)
-            if run.guard is not None and (refused := await run.guard.before_tool_call(call)):
-                return refused
-            run.tool_started()
-            try:
-                if run.steps is None:
-                    report = CallReport()
-                    started = trio.current_time()
-                    outcome = await self.executor.call(call, run.tool_context, report)
-                    if type(outcome) is ToolFailed:
-                        tool_failed(run, call, outcome, report, started)
-                    return outcome
-                return await tool_call(self.executor, run, call, run.tool_context)
-            finally:
-                run.tool_ended()
+            return await self.call_tool(run, call)
         run.pending_model = call
         if run.guard is None:
             event = await self.requests.send(call, run)
@@ -369,11 +354,12 @@ class Runner:
         run.pending_model = None
         return event
 
-    async def perform_capped(
-        self, run: Run, call: CallTool, held_since: float | None
+    async def call_tool(
+        self, run: Run, call: CallTool, held_since: float | None = None
     ) -> ToolReturned | ToolFailed:
-        """Perform a tool call that waited for its turn's cap since ``held_since`` (``None``:
-        it did not), or that must get through its batch's cap first."""
+        """Perform a tool call of ``run`` (the one copy besides the inline one of ``drive``):
+        through its batch's cap first, if any; ``held_since``: when it began waiting for its
+        turn's cap (``None``: it did not wait)."""
         if run.guard is not None and (refused := await run.guard.before_tool_call(call)):
             return refused
         steps = run.steps

@@ -49,19 +49,11 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
-from .._core.events import Effect
 from .._core.results import Result
-from .runs import Granted, Group, ResultQueue, Run
+from .runs import Granted, Group, Ready, ResultQueue, Run
 from .slot_limiter import Parked
 
-__all__ = ["Feed", "Ready", "in_line"]
-
-Ready = tuple[Run, tuple[Effect, ...] | None, Granted | None, bool]
-"""A run that can go on, and where it resumes: ``(run, effects, granted, woken)``.
-
-``effects`` ``None``: from its start; else its pending request, with the ``granted`` slot (and
-rate reservation), or without one, ``woken`` from the line (cancelled or past its deadline).
-A plain tuple: one is built per resumption."""
+__all__ = ["Feed", "in_line"]
 
 
 def in_line(run: Run, got: Granted | Parked) -> bool:
@@ -150,16 +142,9 @@ class Feed:
 
     # ------------------------------------------------------------------ workers
 
-    def push(
-        self,
-        run: Run,
-        effects: tuple[Effect, ...] | None,
-        granted: Granted | None,
-        woken: bool,
-    ) -> None:
-        """Put a run that can go on in the ready line (see :data:`Ready`); a worker will
-        carry it."""
-        self._ready.append((run, effects, granted, woken))
+    def push(self, ready: Ready) -> None:
+        """Put a run that can go on in the ready line; a worker will carry it."""
+        self._ready.append(ready)
         if self._idle_workers:
             self._idle_workers -= 1
             self._woken += 1

@@ -21,7 +21,16 @@ from .._tools.caps import Cap
 from .._tools.context import RunContext
 from .slot_limiter import Parked, Slot
 
-__all__ = ["BatchGuard", "Granted", "Group", "ResultQueue", "ResultStream", "Run", "RunFeed"]
+__all__ = [
+    "BatchGuard",
+    "Granted",
+    "Group",
+    "Ready",
+    "ResultQueue",
+    "ResultStream",
+    "Run",
+    "RunFeed",
+]
 
 if TYPE_CHECKING:
     from .._observe.steps import StepSink
@@ -30,22 +39,33 @@ Granted = tuple[Slot, Reservation | None]
 """A slot taken for a request's first attempt, with its rate reservation."""
 
 
+@attrs.define(eq=False)
+class Ready:
+    """An item of a feed's ready line: a run that can go on, and where it resumes.
+
+    One is built per resumption (a plain slotted record, not a frozen value: building a frozen
+    attrs instance costs several times as much).
+    """
+
+    run: Run
+    effects: tuple[Effect, ...] | None = None
+    """``None``: the run resumes from its start; else its pending request."""
+    granted: Granted | None = None
+    """The slot (and rate reservation) granted for ``effects``, if any."""
+    woken: bool = False
+    """It was withdrawn from the slot line without a slot (cancelled or past its deadline)."""
+
+
 class RunFeed(Protocol):
     """What the runs of a result stream need of the feed carrying them
     (:class:`~agentcore._driver.feed.Feed`; typed here so this module imports no module that
     imports it)."""
 
-    def push(
-        self,
-        run: Run,
-        effects: tuple[Effect, ...] | None,
-        granted: Granted | None,
-        woken: bool,
-    ) -> None: ...
+    def push(self, ready: Ready) -> None: ...
 
     def parked(self, parked: Parked, deadline: float) -> None: ...
 
-    def abandon(self) -> list[tuple[Run, tuple[Effect, ...] | None, Granted | None, bool]]: ...
+    def abandon(self) -> list[Ready]: ...
 
 
 class BatchGuard(Protocol):

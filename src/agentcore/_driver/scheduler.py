@@ -15,7 +15,7 @@ loop (lazily, bounded by ``max_active``, yielding to the runs it started once pe
 
 When the line grants a parked run its slot (or withdraws it: cancelled, past its deadline) it
 calls :meth:`StreamScheduler.wake`, which pushes the run on the ready line with the grant (a
-:data:`~agentcore._driver.feed.Ready` item). A worker of the feed (:meth:`StreamScheduler.work`)
+:class:`~agentcore._driver.runs.Ready` item). A worker of the feed (:meth:`StreamScheduler.work`)
 carries ready runs through :meth:`Runner.drive <agentcore._driver.runner.Runner.drive>` until
 each parks again or ends; an ended run's result goes to the feed's result queue in completion
 order. The feed (:mod:`agentcore._driver.feed`) owns the workers, the ready line and the
@@ -44,7 +44,7 @@ from .._tools.caps import Cap
 from .budget_guard import BudgetGuard, OnBudget
 from .feed import Feed, in_line
 from .runner import Runner, first_effects, opening_call
-from .runs import Group, ResultQueue, ResultStream, Run, RunFeed
+from .runs import Group, Ready, ResultQueue, ResultStream, Run, RunFeed
 from .slot_limiter import Parked, Slot
 
 __all__ = ["FEED_STRIDE", "StreamScheduler", "body_nursery"]
@@ -133,10 +133,10 @@ class StreamScheduler:
             if parked is not None:
                 run.parked = None
                 parked.withdraw()
-        for _, _, granted, _ in feed.abandon():
-            if granted is not None:
+        for ready in feed.abandon():
+            if ready.granted is not None:
                 assert self._runner.parker is not None
-                self._runner.parker.unused(granted)
+                self._runner.parker.unused(ready.granted)
 
     # ------------------------------------------------------------------ feeding
 
@@ -207,7 +207,7 @@ class StreamScheduler:
             or run.cancelled
             or parker.rates.budget.limited
         ):
-            feed.push(run, None, None, False)
+            feed.push(Ready(run))
             return
         loop = run.loop
         priority = loop.opening_priority
@@ -222,14 +222,14 @@ class StreamScheduler:
         else:
             effects = first_effects(loop)
             if len(effects) != 1 or not isinstance(effects[0], CallModel):
-                feed.push(run, effects, None, False)
+                feed.push(Ready(run, effects))
                 return
             run.pending_model = effects[0]
             got = parker.park_now(effects[0], run, self._wake_run)
             if in_line(run, got):
                 return
         assert not isinstance(got, Parked)
-        feed.push(run, effects, got, False)
+        feed.push(Ready(run, effects, got))
 
     def wake(self, run: Run, slot: Slot | None) -> None:
         """A parked run was granted a slot (or withdrawn: ``None``): a worker carries it on."""
@@ -244,16 +244,16 @@ class StreamScheduler:
         assert feed is not None
         if slot is None:
             parker.rates.unsent(reservation)
-            feed.push(run, (call,), None, True)
+            feed.push(Ready(run, (call,), woken=True))
         else:
-            feed.push(run, (call,), (slot, reservation), False)
+            feed.push(Ready(run, (call,), (slot, reservation)))
 
     # ------------------------------------------------------------------ workers
 
     async def work(self, feed: Feed) -> None:
         """The body of a stream's worker: carry the runs of the ready line, rest, repeat.
 
-        Each item is a run and where it resumes (a :data:`~agentcore._driver.feed.Ready`). A
+        Each item is a run and where it resumes (a :class:`~agentcore._driver.runs.Ready`). A
         run is carried until it ends (its result goes to the feed) or parks again. The runs
         share one cancel scope, which stands for the run being carried (``run.scope``, with
         its deadline) and is replaced only once it has been cancelled: a scope per run would
@@ -270,22 +270,23 @@ class StreamScheduler:
                 while ready:
                     with trio.CancelScope() as scope:
                         while ready:
-                            run, effects, granted, woken = ready.popleft()
-                            current = run
+                            item = ready.popleft()
+                            run = current = item.run
                             run.scope = scope
                             deadline = run.deadline
                             if deadline != math.inf:
                                 scope.deadline = deadline
                             if run.cancelled:
                                 scope.cancel()
-                            if woken:
+                            if item.woken:
                                 await trio.lowlevel.checkpoint()
+                            effects = item.effects
                             if effects is None:
                                 effects = first_effects(run.loop)
-                            driving = runner.drive(run, effects, parks, granted)
+                            driving = runner.drive(run, effects, parks, item.granted)
                             # Not kept by this frame while the run goes on (a tool call may
                             # last): the request and the slot are done with once sent.
-                            effects = granted = None
+                            del item, effects
                             end = await driving
                             run.scope = None
                             if deadline != math.inf:

@@ -134,7 +134,7 @@ class _Connection:
         self.tls = tls
         self.h11 = h11.Connection(h11.CLIENT)
         self.after_stream = False
-        """Its last exchange was a streamed one (see ``LeanTransport._release``)."""
+        """Its last exchange was a streamed one (see ``LeanTransport.release``)."""
 
     def send_now(self, data: bytes) -> int:
         """Write what the kernel takes without waiting; how many bytes that was.
@@ -276,9 +276,11 @@ class LeanTransport:
     ) -> None:
         if max_connections < 1:
             raise ConfigError(f"max_connections must be at least 1, not {max_connections}")
-        self._max_reply = check_max_reply_bytes(max_reply_bytes)
+        self.max_reply = check_max_reply_bytes(max_reply_bytes)
+        """The cap on one response body (``None``: none)."""
         self._origin = origin
-        self._encode = RequestEncoder(origin).encode
+        self.encode = RequestEncoder(origin).encode
+        """The bytes of a request to this origin."""
         self._max_idle = max_connections
         self._ssl: ssl.SSLContext | None = None
         if origin.scheme == "https":
@@ -300,9 +302,37 @@ class LeanTransport:
         """The server this transport talks to."""
         return self._origin
 
-    # ---- connections ----
+    # ---- connections (what an exchange asks of its transport) ----
 
-    async def _connect(self, exchange: _Exchange) -> _Connection:
+    def checkout(self) -> _Connection | None:
+        """Count a new exchange and hand it the most recently used idle connection that the
+        server has not closed (``None``: there is none, open one with :meth:`connect`).
+
+        Raises:
+            TransportError: the transport is closed.
+        """
+        if self._closed:
+            raise TransportError("closed", "the transport is closed")
+        self._requests += 1
+        idle = self._idle
+        while idle:
+            conn = idle.pop()
+            if not conn.peer_closed():
+                return conn
+            self._closes_after_streams |= conn.after_stream
+            self.discard(conn)
+            self._peer_closed += 1
+        return None
+
+    def stale(self, conn: _Connection) -> None:
+        """A reused connection failed before any response byte (the server had dropped it):
+        close it; the exchange is retried once on a fresh one."""
+        self._closes_after_streams |= conn.after_stream
+        self.discard(conn)
+        self._retries += 1
+
+    async def connect(self, exchange: _Exchange) -> _Connection:
+        """Open a connection for ``exchange`` (its ``connect`` time limit applies)."""
         exchange.arm(exchange.timeouts.connect, "connect")
         exchange.phase = "connecting"
         origin = self._origin
@@ -330,12 +360,12 @@ class LeanTransport:
         self._opened += 1
         return conn
 
-    def _discard(self, conn: _Connection) -> None:
+    def discard(self, conn: _Connection) -> None:
         """Close ``conn`` now, without awaiting (safe in cleanup paths and under cancellation)."""
         if conn.close():
             self._discarded += 1
 
-    def _release(self, conn: _Connection, *, streamed: bool = False) -> None:
+    def release(self, conn: _Connection, *, streamed: bool = False) -> None:
         """Keep ``conn`` for reuse after a clean cycle, otherwise close it.
 
         A connection whose reply was streamed is not kept once the server was seen closing
@@ -354,7 +384,7 @@ class LeanTransport:
             state.start_next_cycle()
             self._idle.append(conn)
         else:
-            self._discard(conn)
+            self.discard(conn)
 
     # ---- the Transport interface ----
 
@@ -364,7 +394,7 @@ class LeanTransport:
         Raises:
             TransportError: the exchange failed or timed out.
         """
-        encoded = self._encode(request)
+        encoded = self.encode(request)
         exchange = _Exchange(self, timeouts)
         with exchange.scope:
             try:
@@ -404,7 +434,7 @@ class LeanTransport:
         self._closed = True
         idle, self._idle = self._idle, []
         for conn in idle:
-            self._discard(conn)
+            self.discard(conn)
         await trio.lowlevel.checkpoint()
 
 
@@ -472,7 +502,7 @@ class _Exchange:
         conn = self.conn
         if conn is not None:
             self.conn = None
-            self.transport._discard(conn)
+            self.transport.discard(conn)
 
     async def _write(self, conn: _Connection, data: bytes) -> None:
         try:
@@ -499,7 +529,7 @@ class _Exchange:
         reader.feed(data)
 
     async def _send_and_read_head(self, conn: _Connection, encoded: EncodedRequest) -> h11.Response:
-        reader = self.reader = ResponseReader(conn.h11, encoded.standin, self.transport._max_reply)
+        reader = self.reader = ResponseReader(conn.h11, encoded.standin, self.transport.max_reply)
         self.phase = "sending the request"
         try:
             await self._write(conn, encoded.head)
@@ -531,26 +561,16 @@ class _Exchange:
         """Send the request and read the response head, retrying once on a fresh connection
         when a reused one turns out to be dead."""
         transport = self.transport
-        if transport._closed:
-            raise TransportError("closed", "the transport is closed")
-        transport._requests += 1
-        idle = transport._idle
-        while idle and idle[-1].peer_closed():
-            closed = idle.pop()
-            transport._closes_after_streams |= closed.after_stream
-            transport._discard(closed)
-            transport._peer_closed += 1
-        if idle:
-            conn = self.conn = idle.pop()
+        conn = self.conn = transport.checkout()
+        if conn is not None:
             try:
                 return await self._send_and_read_head(conn, encoded)
             except TransportError as exc:
                 if self.started or exc.kind not in _STALE_KINDS:
                     raise
-            transport._closes_after_streams |= conn.after_stream
-            self.abandon()
-            transport._retries += 1
-        conn = self.conn = await transport._connect(self)
+            self.conn = None
+            transport.stale(conn)
+        conn = self.conn = await transport.connect(self)
         return await self._send_and_read_head(conn, encoded)
 
     async def read_body(self) -> bytes:
@@ -580,7 +600,7 @@ class _Exchange:
                 await self.fill(conn, reader, False)
             elif got is END:
                 self.conn = None
-                self.transport._release(conn, streamed=self.streamed)
+                self.transport.release(conn, streamed=self.streamed)
                 break
             else:
                 pieces.append(cast(bytes, got))
@@ -606,11 +626,11 @@ class _Exchange:
                         break
                     reader.feed(data)
                 elif got is END:
-                    self.transport._release(conn, streamed=self.streamed)
+                    self.transport.release(conn, streamed=self.streamed)
                     return
         except (TransportError, *_IO_ERRORS):
             pass
-        self.transport._discard(conn)
+        self.transport.discard(conn)
 
 
 class _LeanResponseStream:
@@ -663,7 +683,7 @@ class _LeanStreamContext:
         self._exchange: _Exchange | None = None
 
     async def __aenter__(self) -> _LeanResponseStream:
-        encoded = self._transport._encode(self._request)
+        encoded = self._transport.encode(self._request)
         exchange = _Exchange(self._transport, self._timeouts)
         exchange.streamed = True
         with exchange.scope:

@@ -172,3 +172,104 @@ def test_every_repository_path_in_the_docs_exists(doc: pathlib.Path) -> None:
 )
 def test_the_check_tells_existing_names_from_stale_ones(name: str, exists: bool) -> None:
     assert resolves(name) is exists
+
+
+# ----------------------------------------------------------------------------- public names
+
+NAMESPACES = (
+    "agentcore",
+    "agentcore.core",
+    "agentcore.wire",
+    "agentcore.sim",
+    "agentcore.testing",
+    "agentcore.testing.strategies",
+)
+RECORDS = frozenset({"decisions.md", "benchmarks.md"})
+"""Design records and measurements: they name internals by design, and teach no API."""
+USER_DOCS = [doc for doc in DOCS if doc.name not in RECORDS]
+
+_SPAN = re.compile(r"`([A-Za-z_]\w*)(?:[.(\[][^`]*)?`")
+_PRIVATE_HOME = re.compile(r"agentcore[./]_[a-z]|(?<![\w/])_[a-z]\w*/\w+\.py")
+_COINCIDENCES = {"BATCH": "distributed.md: the queue URL's placeholder, not the logger constant"}
+
+
+@functools.cache
+def _public_names() -> frozenset[str]:
+    return frozenset(name for ns in NAMESPACES for name in importlib.import_module(ns).__all__)
+
+
+@functools.cache
+def _private_names() -> dict[str, str]:
+    """The classes, type aliases and constants defined at the top of private modules, with
+    the module that defines each (functions and lower-case names are left out: the docs'
+    lower-case code spans are fields, keywords and values as often as names)."""
+    found: dict[str, str] = {}
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        relative = path.relative_to(PACKAGE_DIR)
+        if not any(part.startswith("_") and part != "__init__.py" for part in relative.parts):
+            continue
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef):
+                names = [node.name]
+            elif isinstance(node, ast.Assign):
+                names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                names = [node.target.id]
+            else:
+                continue
+            for name in names:
+                if len(name) > 1 and name[0].isupper():
+                    found.setdefault(name, str(relative))
+    return found
+
+
+def taught_private_names(text: str) -> list[str]:
+    """The private classes and constants a doc names as if they were to be used: in a code
+    span, in a paragraph that does not say which private module they live in."""
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)
+    private, public = _private_names(), _public_names()
+    found = []
+    for paragraph in re.split(r"\n\s*\n", prose):
+        if _PRIVATE_HOME.search(paragraph):
+            continue  # it points at the internals, and says where they are
+        for match in _SPAN.finditer(paragraph):
+            name = match.group(1)
+            if name in private and name not in public and name not in _COINCIDENCES:
+                found.append(f"{name} ({private[name]})")
+    return sorted(set(found))
+
+
+@pytest.mark.parametrize("doc", USER_DOCS, ids=lambda p: p.name)
+def test_every_class_or_constant_the_docs_teach_is_public(doc: pathlib.Path) -> None:
+    assert taught_private_names(doc.read_text(encoding="utf-8")) == []
+
+
+@pytest.mark.parametrize("doc", USER_DOCS, ids=lambda p: p.name)
+def test_the_python_examples_import_only_public_namespaces(doc: pathlib.Path) -> None:
+    private = []
+    for block in _python_blocks(doc.read_text(encoding="utf-8")):
+        for node in ast.walk(ast.parse(block)):
+            if isinstance(node, ast.ImportFrom):
+                modules = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                modules = [a.name for a in node.names]
+            else:
+                continue
+            private += [m for m in modules if m.startswith("agentcore") and "._" in m]
+    assert private == []
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("`driver.statistics().cost` is a `CostLedger`.", ["CostLedger (_core/cost.py)"]),
+        ("The pure `CostLedger` (`agentcore._core.cost`) counts.", []),
+        ("The pure `CostLedger` (in `_core/cost.py`) counts.", []),
+        ("A `CostReport`, a `Driver`, a `trio.Nursery`.", []),
+        ("```python\nx = CostLedger()\n```", []),
+    ],
+)
+def test_the_check_tells_taught_private_names_from_pointers_to_internals(
+    text: str, found: list[str]
+) -> None:
+    assert taught_private_names(text) == found

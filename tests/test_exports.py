@@ -29,15 +29,17 @@ NAMESPACES = {
         # what a run is configured with and ends with
         "ModelParams", "Usage", "AbortKind", "AbortReason", "ErrorKind", "ModelError",
         "ToolError", "Budget", "BudgetExceeded", "UsageLimits", "DEFAULT_FINAL_INSTRUCTION",
+        "ERROR_POLICY", "KindPolicy",
         # tools
         "Tool", "tool", "ToolExecutorStatistics", "ToolStatistics", "RunContext",
-        "McpServer", "McpToolError", "open_mcp_tools",
+        "McpServer", "McpToolError", "open_mcp_tools", "ToolExecutor", "open_tool_executor",
         # the driver
         "Driver", "DriverOptions", "open_driver", "Fallback", "FallbackPolicy", "CircuitBreaker",
         "Result",
         "ResultStream", "RunTimings", "Timeouts",
         "RetryPolicy", "SlotStatistics", "DriverStatistics", "RequestStats", "Summary",
-        "RateLimiterStatistics", "EstimateError", "RequestShape",
+        "RateLimiterStatistics", "EstimateError", "RequestShape", "SlotPolicy", "ServiceTier",
+        "CostReport", "TierTokens", "TurnCache",
         # the batch layer
         "BatchStream", "MapReduceResult", "map_reduce", "open_batch", "run_batch",
         "warm_prefix", "Task", "load_task", "WarmUpReport",
@@ -136,6 +138,13 @@ def test_the_lazy_table_and_the_type_checking_imports_agree() -> None:
         if line.strip().startswith("from ")
     }
     assert imported == set(agentcore._EXPORTS) == set(agentcore.__all__)
+
+
+def test_dir_shows_the_public_names_and_namespaces_and_nothing_else() -> None:
+    # No helper of the module (importlib, TYPE_CHECKING, Any, annotations) and no private
+    # module that loading a name imported (_core, _driver...).
+    agentcore.Driver  # noqa: B018 - loads private modules into the package
+    assert dir(agentcore) == sorted([*agentcore.__all__, "core", "sim", "testing", "wire"])
 
 
 def test_an_unknown_attribute_is_an_attribute_error() -> None:

@@ -50,6 +50,8 @@ if TYPE_CHECKING:
     from ._core.events import AbortKind as AbortKind
     from ._core.events import AbortReason as AbortReason
     from ._core.events import ErrorKind as ErrorKind
+    from ._core.error_policy import ERROR_POLICY as ERROR_POLICY
+    from ._core.error_policy import KindPolicy as KindPolicy
     from ._core.events import ModelError as ModelError
     from ._core.events import ToolError as ToolError
     from ._core.budgets import Budget as Budget
@@ -66,6 +68,8 @@ if TYPE_CHECKING:
     from ._tools.mcp import McpToolError as McpToolError
     from ._tools.mcp import open_mcp_tools as open_mcp_tools
     from ._tools.executor import ToolStatistics as ToolStatistics
+    from ._tools.executor import ToolExecutor as ToolExecutor
+    from ._tools.executor import open_tool_executor as open_tool_executor
 
     # the trio driver (docs/driver.md)
     from ._driver.driver import Driver as Driver
@@ -86,6 +90,11 @@ if TYPE_CHECKING:
     from ._driver.stats import DriverStatistics as DriverStatistics
     from ._driver.stats import RequestStats as RequestStats
     from ._driver.stats import Summary as Summary
+    from ._driver.stats import TurnCache as TurnCache
+    from ._core.slots import SlotPolicy as SlotPolicy
+    from ._core.service_tier import ServiceTier as ServiceTier
+    from ._core.cost import CostReport as CostReport
+    from ._core.cost import TierTokens as TierTokens
 
     # the batch layer (docs/batch.md)
     from ._tasks.warmup import BackendUnavailable as BackendUnavailable
@@ -153,6 +162,8 @@ _EXPORTS: dict[str, str] = {
     "AbortKind": "_core.events",
     "AbortReason": "_core.events",
     "ErrorKind": "_core.events",
+    "ERROR_POLICY": "_core.error_policy",
+    "KindPolicy": "_core.error_policy",
     "ModelError": "_core.events",
     "ToolError": "_core.events",
     "Budget": "_core.budgets",
@@ -168,6 +179,8 @@ _EXPORTS: dict[str, str] = {
     "McpToolError": "_tools.mcp",
     "open_mcp_tools": "_tools.mcp",
     "ToolStatistics": "_tools.executor",
+    "ToolExecutor": "_tools.executor",
+    "open_tool_executor": "_tools.executor",
     # the trio driver (docs/driver.md)
     "Driver": "_driver.driver",
     "open_driver": "_driver.open",
@@ -187,6 +200,11 @@ _EXPORTS: dict[str, str] = {
     "DriverStatistics": "_driver.stats",
     "RequestStats": "_driver.stats",
     "Summary": "_driver.stats",
+    "TurnCache": "_driver.stats",
+    "SlotPolicy": "_core.slots",
+    "ServiceTier": "_core.service_tier",
+    "CostReport": "_core.cost",
+    "TierTokens": "_core.cost",
     # the batch layer (docs/batch.md)
     "BackendUnavailable": "_tasks.warmup",
     "BatchStream": "_tasks.batch",
@@ -228,6 +246,7 @@ _SUBMODULES = frozenset({"core", "sim", "testing", "wire"})
 
 __all__ = [
     "DEFAULT_FINAL_INSTRUCTION",
+    "ERROR_POLICY",
     "AbortKind",
     "AbortReason",
     "Agent",
@@ -238,6 +257,7 @@ __all__ = [
     "BudgetExceeded",
     "CircuitBreaker",
     "ConfigError",
+    "CostReport",
     "DecodeError",
     "Driver",
     "DriverOptions",
@@ -250,6 +270,7 @@ __all__ = [
     "GenerationError",
     "GenerationStream",
     "InternalError",
+    "KindPolicy",
     "MapReduceResult",
     "McpServer",
     "McpToolError",
@@ -274,6 +295,8 @@ __all__ = [
     "RunFinished",
     "RunStarted",
     "RunTimings",
+    "ServiceTier",
+    "SlotPolicy",
     "SlotStatistics",
     "StepEvent",
     "StepSink",
@@ -282,15 +305,18 @@ __all__ = [
     "Summary",
     "Task",
     "TaskFileError",
+    "TierTokens",
     "Timeouts",
     "Tool",
     "ToolEnded",
     "ToolError",
+    "ToolExecutor",
     "ToolExecutorStatistics",
     "ToolProgress",
     "ToolStarted",
     "ToolStatistics",
     "ToolWaited",
+    "TurnCache",
     "Usage",
     "UsageLimits",
     "WarmUpReport",
@@ -300,6 +326,7 @@ __all__ = [
     "open_batch",
     "open_driver",
     "open_mcp_tools",
+    "open_tool_executor",
     "render_timeline",
     "run_batch",
     "run_worker",
@@ -326,4 +353,6 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+    # The public names and namespaces only: not this module's helpers (``importlib``,
+    # ``TYPE_CHECKING``...) nor the private modules that loading a name imports.
+    return sorted([*__all__, *_SUBMODULES])

@@ -18,8 +18,13 @@ and the client (:mod:`agentcore._transports.batching`) hold the state.
   ``expired``). Limits: 100,000 requests and 256 MB per batch.
 
 A line that did not succeed for a reason of the batch (expired, cancelled, missing from the
-results) comes back as a 503 with an error body, so the codec classifies it as a server error
-that the retry layer sends again, into the next batch.
+results) comes back as a 500 with a ``server_error`` body naming the batch, so the codec
+classifies it as ``ErrorKind.SERVER``: the retry layer sends it again, into a later batch (the
+batch's id in the message keeps the same line unanswered by two batches from counting as a
+deterministic failure), and a fallback backend may take it. Not ``OVERLOADED``: an ended batch
+says nothing about the load of the endpoint the next request goes to, and every line of a
+large expired batch would otherwise count as a sign of load (shrinking adaptive slots, pausing
+a worker fleet).
 """
 
 from __future__ import annotations
@@ -65,7 +70,7 @@ class BatchState:
 
 def _unavailable(reason: str) -> LineResult:
     body = {"error": {"message": reason, "type": "server_error", "code": "batch_line_unanswered"}}
-    return 503, orjson.dumps(body)
+    return 500, orjson.dumps(body)
 
 
 def _base(request: HttpRequest, suffix: str) -> str:

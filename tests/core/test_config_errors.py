@@ -112,3 +112,37 @@ def test_driver_options_mcp(bad: Any) -> None:
     server = agentcore.McpServer.stdio("mcp-fs", ["/data"])
     assert "mcp" in caught(lambda: agentcore.DriverOptions(mcp=bad))
     assert "mcp" in caught(lambda: agentcore.DriverOptions(mcp=server))
+
+
+@pytest.mark.parametrize(
+    ("field", "bad"),
+    [
+        ("max_tokens", 0), ("max_tokens", 2.0), ("max_tokens", "64"), ("max_tokens", True),
+        ("temperature", "x"), ("temperature", -0.1), ("temperature", math.nan),
+        ("top_p", "0.9"), ("top_p", -1),
+        ("tool_choice", ""), ("tool_choice", 1),
+        ("stop", "END"), ("stop", [1]),
+        ("seed", 1.5), ("seed", "7"),
+    ],
+)  # fmt: skip
+def test_model_params(field: str, bad: Any) -> None:
+    assert f"ModelParams.{field}" in caught(lambda: agentcore.ModelParams(**{field: bad}))
+
+
+def test_good_model_params_are_accepted() -> None:
+    params = agentcore.ModelParams(
+        max_tokens=1, temperature=0, top_p=1.0, tool_choice="none", stop=["END"], seed=-3
+    )
+    assert (params.max_tokens, params.stop, params.seed) == (1, ("END",), -3)
+
+
+@pytest.mark.parametrize(
+    ("option", "bad"),
+    [("retry", 3), ("timeouts", 10), ("seed", "7"), ("adaptive", "yes"), ("stream", "no"),
+     ("transport", "h3")],
+)  # fmt: skip
+async def test_open_driver_refuses_a_wrong_type_before_opening(option: str, bad: Any) -> None:
+    # (docs/decisions.md once recorded these as accepted without a word.)
+    with pytest.raises(agentcore.ConfigError, match=option):
+        async with agentcore.open_driver("sim://", **{option: bad}):
+            raise AssertionError("opened")

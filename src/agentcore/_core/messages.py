@@ -13,6 +13,12 @@ from typing import Any
 import attrs
 
 from .errors import ConfigError
+from .validators import (
+    is_int,
+    optional_int_at_least,
+    optional_nonempty_str,
+    optional_number_at_least,
+)
 
 __all__ = [
     "AgentHints",
@@ -52,7 +58,15 @@ def _calls_tuple(calls: Iterable[ToolCall]) -> tuple[ToolCall, ...]:
 
 
 def _str_tuple(values: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(values, str):
+        raise ConfigError(f"ModelParams.stop must be a collection of str, got {values!r}")
     return tuple(values)
+
+
+def _all_str(_: Any, attribute: attrs.Attribute[Any], value: tuple[Any, ...]) -> None:
+    for item in value:
+        if not isinstance(item, str):
+            raise ConfigError(f"ModelParams.{attribute.name} must hold str values, got {item!r}")
 
 
 @attrs.frozen
@@ -258,13 +272,14 @@ class AgentHints:
 class ModelParams:
     """Sampling and request parameters of a model call."""
 
-    max_tokens: int | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    tool_choice: str | None = None
-    """``"auto"``, ``"none"`` or ``"required"``; ``None`` leaves it to the server."""
-    stop: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
-    seed: int | None = None
+    max_tokens: int | None = attrs.field(default=None, validator=optional_int_at_least(1))
+    temperature: float | None = attrs.field(default=None, validator=optional_number_at_least(0))
+    top_p: float | None = attrs.field(default=None, validator=optional_number_at_least(0))
+    tool_choice: str | None = attrs.field(default=None, validator=optional_nonempty_str)
+    """``"auto"``, ``"none"`` or ``"required"`` (or, for dialects that can force one tool, its
+    name); ``None`` leaves it to the server."""
+    stop: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple, validator=_all_str)
+    seed: int | None = attrs.field(default=None, validator=attrs.validators.optional(is_int))
 
 
 @attrs.frozen

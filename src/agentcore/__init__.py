@@ -12,22 +12,36 @@ audiences have their own namespaces:
 Every public name lives in exactly one of them. Names here are loaded on first use, so
 ``import agentcore.core`` (or ``import agentcore`` alone) pulls in neither trio nor httpx.
 
-General layout of the private modules
--------------------------------------
-- ``_core/``: the sans-IO core (values, the loop, pure policies): stdlib, attrs, cattrs only.
-- ``_codecs/``: sans-IO wire dialects, requests to bytes and bytes to replies: adds orjson.
-- ``_transports/``: the HTTP transports (trio + h11, httpx): the only code opening sockets.
-- ``_model_client``, ``_requests``, ``_results``, ``_driver``, ``_open``: the trio driver,
-  split by concept; ``_fallback``, ``_rate_limiter``, ``_budget_guard``, ``_warmup``: what
-  it adds around requests; ``_generate``, ``_deltas``, ``_steps``, ``_agent``: one-shot
-  generation, step events and the one-agent surface.
-- ``_tools``, ``_tool_executor``, ``_context``, ``_slot_limiter``, ``_stats``, ``_serde``,
-  ``_backends``: tools, slots, statistics, JSON, backend selection.
-- ``_task``, ``_taskfile``, ``_batch``, ``_cli``, ``_cli_output``, ``_demo``: the batch layer
-  and the CLI.
-- ``_sim/``, ``_observe/``, ``_bedrock/``, ``_distributed/``, ``_mcp``: the simulated
-  backend; logging, traces and OpenTelemetry; ``bedrock://``; workers on Redis Streams; MCP
-  tool servers. The last four load their optional extra on first use.
+General layout
+--------------
+Every top-level entry, public namespaces first; the private folders are layers, top floor first:
+a module imports only its own folder and folders below it (``tests/test_layers.py`` holds the
+table).
+
+- ``__init__.py``: The batch and driver user's surface (names load on first use).
+- ``core.py``: The trio-free embedding surface: the sans-IO agent loop and the values it speaks.
+- ``wire.py``: Extension points at the wire: HTTP values, codecs, transports and model clients.
+- ``sim.py``: The embedded simulated backend (``sim://``): an OpenAI-compatible server on
+  loopback.
+- ``testing/``: Tools for testing code built on agentcore.
+- ``_public.py``: Helpers for the public modules: present re-exported objects under their public
+  module.
+- ``py.typed``: The PEP 561 marker: the package ships its type hints.
+- ``_cli/``: The ``agentcore`` command line, the top floor.
+- ``_distributed/``: Distributed batches: agents stepped by many worker processes through
+  Valkey/Redis Streams.
+- ``_tasks/``: The batch layer: tasks, batches of agents, one watched agent and the results
+  file.
+- ``_driver/``: The trio driver: it performs the effects of many agent loops against one
+  backend.
+- ``_tools/``: Tools: the ``@tool`` decorator, the executor that runs tool calls, MCP tool
+  servers.
+- ``_sim/``: The embedded simulated backend: an OpenAI-compatible server on loopback
+  (``sim://``).
+- ``_transports/``: HTTP transports and model clients: the only code that opens sockets.
+- ``_observe/``: Seeing what a run did.
+- ``_codecs/``: Sans-IO wire dialects: requests to bytes, bytes to replies.
+- ``_core/``: The sans-IO core: values, the agent loop and pure policies.
 """
 
 from __future__ import annotations

@@ -18,8 +18,10 @@ driver's own back-off still applies.
 
 from __future__ import annotations
 
+import math
 import random
 
+import attrs
 import trio
 
 from .._codecs.codec import says_schema_on_final
@@ -32,29 +34,23 @@ from .connection import Connection, is_server_error
 __all__ = ["SharedBackoff"]
 
 
+@attrs.define(eq=False)
 class SharedBackoff:
     """A model client that backs off together with every other worker of the batch."""
 
-    def __init__(
-        self,
-        inner: ModelClient,
-        conn: Connection,
-        key: str,
-        *,
-        default_pause: float = 1.0,
-        check_every: float = 0.1,
-        rng: random.Random | None = None,
-    ) -> None:
-        self._inner = inner
-        self._conn = conn
-        self._key = key
-        self._default_pause = default_pause
-        self._check_every = check_every
-        self._random = (rng or random.Random()).random
-        self._checked_at = -float("inf")
-        self._until = -float("inf")
-        self.pauses_published = 0
-        self.waits = 0
+    _inner: ModelClient
+    _conn: Connection
+    _key: str
+    """The batch's pause key."""
+    _default_pause: float = attrs.field(default=1.0, kw_only=True)
+    """Seconds to pause for when the answer gave no ``retry-after``."""
+    _check_every: float = attrs.field(default=0.1, kw_only=True)
+    """Seconds between two reads of the pause key."""
+    _rng: random.Random = attrs.field(factory=random.Random, kw_only=True)
+    _checked_at: float = attrs.field(default=-math.inf, init=False)
+    _until: float = attrs.field(default=-math.inf, init=False)
+    pauses_published: int = attrs.field(default=0, init=False)
+    waits: int = attrs.field(default=0, init=False)
 
     @property
     def schema_on_final(self) -> bool:
@@ -81,11 +77,11 @@ class SharedBackoff:
                 if not is_server_error(exc):
                     raise
                 remaining_ms = -1
-            self._until = now + remaining_ms / 1000 if remaining_ms > 0 else -float("inf")
+            self._until = now + remaining_ms / 1000 if remaining_ms > 0 else -math.inf
         if self._until > now:
             self.waits += 1
             pause = self._until - now
-            await trio.sleep(pause * (1 + 0.1 * self._random()))
+            await trio.sleep(pause * (1 + 0.1 * self._rng.random()))
 
     async def _publish(self, pause: float) -> None:
         try:
@@ -95,7 +91,7 @@ class SharedBackoff:
                 raise
             return
         self.pauses_published += 1
-        self._checked_at = -float("inf")  # see the new pause at the next attempt
+        self._checked_at = -math.inf  # see the new pause at the next attempt
 
     async def aclose(self) -> None:
         """Close the wrapped client."""

@@ -36,7 +36,7 @@ import trio
 from .._core.errors import ConfigError
 from .._tasks.results_file import ResultRecord, finished_indices
 from .._tasks.task import Task
-from .address import QueueAddress
+from .address import Keys, QueueAddress
 from .connection import Connection, is_server_error, open_connection, retrying
 from .worker import ensure_batch, stream_entries
 
@@ -60,25 +60,19 @@ class SubmitReport:
     """Of those written, how many finished ``ok``."""
 
 
+@attrs.define(eq=False)
 class _Submitter:
-    def __init__(  # noqa: PLR0917 - private, one caller
-        self,
-        address: QueueAddress,
-        inputs: Sequence[Any],
-        out: IO[bytes],
-        done: set[int],
-        window: int,
-        on_result: Callable[[dict[str, Any]], None] | None,
-    ) -> None:
-        self.keys = address.keys
-        self.inputs = inputs
-        self.out = out
-        self.done = done
-        self.window = window
-        self.on_result = on_result
-        self.written = 0
-        self.ok = 0
-        self.last_id = "0-0"
+    """The submitter's state: what it admits, where it writes, what it has written."""
+
+    keys: Keys
+    inputs: Sequence[Any]
+    out: IO[bytes]
+    done: set[int]
+    window: int
+    on_result: Callable[[dict[str, Any]], None] | None
+    written: int = attrs.field(default=0, init=False)
+    ok: int = attrs.field(default=0, init=False)
+    last_id: str = attrs.field(default="0-0", init=False)
 
     async def admit(self, conn: Connection) -> None:
         keys = self.keys
@@ -192,7 +186,7 @@ async def submit_batch(
                 f"({len(done)} of {total} are in {path}): submit to a new batch name"
             )
         with path.open("ab") as out:
-            submitter = _Submitter(address, inputs, out, done, window, on_result)
+            submitter = _Submitter(keys, inputs, out, done, window, on_result)
             while len(done) < total:
                 try:
                     await submitter.admit(conn)

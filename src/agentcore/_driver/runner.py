@@ -47,9 +47,10 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import attrs
 import trio
 
 from .._codecs.classify import deadline_error
@@ -109,6 +110,11 @@ def _ignore_wake(run: Run, slot: Slot | None) -> None:
     raise InternalError("a run parked without a stream scheduler")
 
 
+def _no_ends() -> dict[Status, int]:
+    return {"ok": 0, "failed": 0, "cancelled": 0}
+
+
+@attrs.define(eq=False)
 class Runner:
     """Drives runs: opens and closes them, performs their effects, builds their results.
 
@@ -118,25 +124,17 @@ class Runner:
     stream scheduler).
     """
 
-    def __init__(
-        self,
-        requests: ModelRequests | FallbackRequests,
-        parker: ModelRequests | None,
-        executor: ToolExecutor,
-        deps: Any,
-        sink: StepSink | None,
-    ) -> None:
-        self.requests = requests
-        self.parker = parker
-        self.executor = executor
-        self.deps = deps
-        self.sink = sink
-        """The driver's own listeners of every run (a trace file, OpenTelemetry), if any."""
-        self._ids = itertools.count()
-        self.wake: Callable[[Run, Slot | None], None] = _ignore_wake
-        self.everything = Group()
-        """Runs of ``Driver.run`` and ``Driver.watch``, and the flag of ``Driver.cancel``."""
-        self.ends: dict[Status, int] = {"ok": 0, "failed": 0, "cancelled": 0}
+    requests: ModelRequests | FallbackRequests
+    parker: ModelRequests | None
+    executor: ToolExecutor
+    deps: Any
+    sink: StepSink | None
+    """The driver's own listeners of every run (a trace file, OpenTelemetry), if any."""
+    wake: Callable[[Run, Slot | None], None] = attrs.field(default=_ignore_wake, init=False)
+    everything: Group = attrs.field(factory=Group, init=False)
+    """Runs of ``Driver.run`` and ``Driver.watch``, and the flag of ``Driver.cancel``."""
+    ends: dict[Status, int] = attrs.field(factory=_no_ends, init=False)
+    _ids: Iterator[int] = attrs.field(factory=itertools.count, init=False)
 
     # ------------------------------------------------------------------ a run's life
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import hashlib
 
+import attrs
+
 from .responses import error_body
 
 __all__ = ["FlexGate", "wire_tier"]
@@ -34,23 +36,21 @@ def wire_tier(body: object) -> str:
     return "standard"
 
 
+@attrs.define(eq=False)
 class FlexGate:
     """Decides which flex requests are refused (see the module docstring)."""
 
-    def __init__(
-        self, refuse_rate: float, models: tuple[str, ...] | None, status: int, seed: int
-    ) -> None:
-        self.refuse_rate = refuse_rate
-        self.models = models
-        self.status = status
-        self.seed = seed
-        self.flex_requests = 0
-        """Flex requests seen (refused or not)."""
-        self.refused = 0
-        """Flex requests refused for capacity."""
-        self.unsupported = 0
-        """Flex requests refused because their model has no flex tier."""
-        self._refusals: dict[bytes, int] = {}
+    refuse_rate: float
+    models: tuple[str, ...] | None
+    status: int
+    seed: int
+    flex_requests: int = attrs.field(default=0, init=False)
+    """Flex requests seen (refused or not)."""
+    refused: int = attrs.field(default=0, init=False)
+    """Flex requests refused for capacity."""
+    unsupported: int = attrs.field(default=0, init=False)
+    """Flex requests refused because their model has no flex tier."""
+    _refusals: dict[bytes, int] = attrs.field(factory=dict, init=False)
 
     def decide(self, model: str, digest: bytes) -> tuple[int, bytes] | None:
         """The status and body refusing a flex request for ``model``, or ``None`` to serve it."""

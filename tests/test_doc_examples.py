@@ -92,11 +92,7 @@ import agentcore
 
 @agentcore.tool
 def search(query: str) -> str:
-    '''Search the notes.
-
-    Args:
-        query: what to look for.
-    '''
+    '''Search the notes. Args: query: what to look for.'''
     return "nothing about " + query
 
 inputs = [{"path": "a.py"}, {"path": "b.py"}]
@@ -111,11 +107,7 @@ from agentcore.core import AgentLoop, LoopConfig, UserMessage
 
 @agentcore.tool
 def web_search(query: str) -> str:
-    '''Search the web.
-
-    Args:
-        query: what to look for.
-    '''
+    '''Search the web. Args: query: what to look for.'''
     return "results for " + query
 
 def _loop(index):

@@ -21,9 +21,9 @@ import attrs
 import pytest
 
 import agentcore
+from agentcore._backends.options import BEDROCK_OPTIONS
 from agentcore._codecs.dialects import COMMON_OPTIONS, DIALECTS, Dialect
 from agentcore._tasks.results_file import ResultRecord
-from agentcore._transports import backends
 from agentcore.sim import SimConfig
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -149,7 +149,7 @@ DOCUMENTED: dict[tuple[str, str], tuple[Callable[[], dict[str, Any]], frozenset[
     ("backends.md", "SGLang (`sglang://`)"): (lambda: _dialect("sglang"), COMMON_OPTIONS),
     ("backends.md", "NVIDIA Dynamo (`dynamo://`)"): (lambda: _dialect("dynamo"), COMMON_OPTIONS),
     ("backends.md", "AWS Bedrock (`bedrock://REGION`)"): (
-        lambda: dict.fromkeys(backends._BEDROCK_OPTIONS, attrs.NOTHING),
+        lambda: dict.fromkeys(BEDROCK_OPTIONS, attrs.NOTHING),
         frozenset(),
     ),
 }

@@ -34,6 +34,8 @@ table).
   file.
 - ``_driver/``: The trio driver: it performs the effects of many agent loops against one
   backend.
+- ``_backends/``: Backends: a URL, or a configured :class:`Backend`, plus its options, to a
+  model client stack.
 - ``_tools/``: Tools: the ``@tool`` decorator, the executor that runs tool calls, MCP tool
   servers.
 - ``_sim/``: The embedded simulated backend: an OpenAI-compatible server on loopback

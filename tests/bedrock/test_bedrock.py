@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
+import attrs
 import orjson
 import pytest
 
@@ -352,3 +353,13 @@ async def test_a_bad_signature_is_an_auth_failure(monkeypatch: pytest.MonkeyPatc
     assert result.error is not None and result.error.error is not None
     assert result.error.error.kind is ErrorKind.AUTH
     assert not server.seen[0]["signature_ok"]
+
+
+def test_a_tool_forced_by_name_is_converse_s_tool_choice_and_none_sends_no_choice() -> None:
+    def choice_of(tool_choice: str) -> object:
+        call = attrs.evolve(CALL, params=ModelParams(max_tokens=300, tool_choice=tool_choice))
+        return orjson.loads(codec().encode(call, stream=False).body)["toolConfig"].get("toolChoice")
+
+    assert choice_of("lookup") == {"tool": {"name": "lookup"}}
+    assert choice_of("auto") == {"auto": {}}
+    assert choice_of("none") is None

@@ -574,3 +574,8 @@ def test_api_key_never_shows_in_reprs() -> None:
     assert secret not in repr(rebound)
     assert rebound.encode(tool_turn_call()).url == "http://127.0.0.1:9/v1/chat/completions"
     assert ("authorization", f"Bearer {secret}") in rebound.encode(tool_turn_call()).headers
+
+
+def test_a_tool_forced_by_name_is_sent_in_the_object_form() -> None:
+    body = body_of(codec(), tool_turn_call(params=ModelParams(tool_choice="get_weather")))
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}

@@ -69,6 +69,15 @@ _CACHE_POINT = {"cachePoint": {"type": "default"}}
 _MAX_STREAM_BUFFER = 16 * 1024 * 1024
 
 
+def _tool_choice(choice: str | None) -> dict[str, Any] | None:
+    """Converse's ``toolChoice``: ``auto``, ``any`` for ``"required"``, one tool by name; none
+    for ``"none"`` (Converse has no such mode: the final request's instruction says it)."""
+    if choice is None or choice == "none":
+        return None
+    known = _TOOL_CHOICES.get(choice)
+    return dict(known) if known is not None else {"tool": {"name": choice}}
+
+
 def _usage(counts: object) -> Usage:
     if not isinstance(counts, Mapping):
         return Usage()
@@ -217,7 +226,7 @@ class BedrockCodec:
             body["inferenceConfig"] = inference
         if call.tools:
             config: dict[str, Any] = {"tools": self._tools(call.tools)}
-            choice = _TOOL_CHOICES.get(params.tool_choice or "")
+            choice = _tool_choice(params.tool_choice)
             if choice is not None:
                 config["toolChoice"] = choice
             body["toolConfig"] = config

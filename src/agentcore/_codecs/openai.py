@@ -141,7 +141,7 @@ class OpenAICodec:
             body["tools"] = [_tool_json(tool, opts.strict_tools) for tool in call.tools]
         body["messages"] = [_message_json(message) for message in call.messages]
         if call.tools and params.tool_choice is not None:
-            body["tool_choice"] = params.tool_choice
+            body["tool_choice"] = _tool_choice_json(params.tool_choice)
         if params.max_tokens is not None:
             body[opts.max_tokens_field] = params.max_tokens
         put_sampling(body, params, stop_field="stop")
@@ -433,6 +433,17 @@ def _tool_json(tool: ToolSpec, strict: bool) -> dict[str, Any]:
     if strict:
         function["strict"] = True
     return {"type": "function", "function": function}
+
+
+_TOOL_CHOICE_MODES = frozenset({"auto", "none", "required"})
+
+
+def _tool_choice_json(choice: str) -> str | dict[str, Any]:
+    """``tool_choice`` on the wire: a mode as its string, one tool forced by name as the
+    object form the Chat Completions API takes (``{"type": "function", "function": {...}}``)."""
+    if choice in _TOOL_CHOICE_MODES:
+        return choice
+    return {"type": "function", "function": {"name": choice}}
 
 
 def _wants_response_format(opts: OpenAIOptions, call: CallModel) -> bool:

@@ -475,7 +475,10 @@ async def test_cancelling_a_batch_frees_the_server(vllm: VllmServer, stream: boo
 
 
 async def test_a_server_restart_mid_batch_is_survived(default_vllm: VllmServer) -> None:
+    inputs = TOPICS[:4]
     restarted = trio.Event()
+    all_waiting = trio.Event()
+    waiting = 0
 
     @agentcore.tool
     async def slow_search(q: str) -> str:
@@ -484,11 +487,17 @@ async def test_a_server_restart_mid_batch_is_survived(default_vllm: VllmServer) 
         Args:
             q: what to look for.
         """
+        nonlocal waiting
+        waiting += 1
+        if waiting == len(inputs):
+            all_waiting.set()
         await restarted.wait()
         return "found"
 
     async def restart() -> None:
-        await trio.sleep(1.0)  # every agent is waiting in its tool by now
+        # Every agent has its first reply and waits in its tool: the server goes away between
+        # turns, as a restart during a long tool wait does (a fixed sleep raced a loaded machine).
+        await all_waiting.wait()
         await trio.to_thread.run_sync(default_vllm.stop)
         await trio.to_thread.run_sync(default_vllm.start)
         restarted.set()
@@ -497,7 +506,7 @@ async def test_a_server_restart_mid_batch_is_survived(default_vllm: VllmServer) 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(restart)
         results, _, _ = await run(
-            default_vllm.url, task, TOPICS[:4], retry=RetryPolicy(max_attempts=10, base_delay=0.2)
+            default_vllm.url, task, inputs, retry=RetryPolicy(max_attempts=10, base_delay=0.2)
         )
     assert [r.status for r in results] == ["ok"] * 4, [r.error for r in results]
     assert all(r.output == Summary("") for r in results)

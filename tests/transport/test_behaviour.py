@@ -10,9 +10,12 @@ from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 import trio
 
+import agentcore
+import agentcore.wire
 from agentcore import ConfigError, Timeouts
 from agentcore._codecs.http import header
 from agentcore._transports.factory import TransportKind, make_transport
@@ -598,7 +601,7 @@ async def test_https_with_a_trusted_certificate(
         transport: Transport
         if kind == "lean":
             transport = LeanTransport(
-                Origin.from_url(server.url), max_connections=2, ssl_context=trusted
+                Origin.from_url(server.url), max_connections=2, verify=trusted
             )
         else:
             transport = HttpxTransport(max_connections=2, client=httpx.AsyncClient(verify=trusted))
@@ -625,6 +628,44 @@ async def test_https_verification_rejects_an_unknown_certificate(
             assert (await transport.send(post(server), QUICK)).status == 200
         finally:
             await transport.aclose()
+
+
+def _chat_reply(text: str) -> bytes:
+    return orjson.dumps(
+        {"id": "r", "object": "chat.completion", "model": "m",
+         "choices": [{"index": 0, "finish_reason": "stop",
+                      "message": {"role": "assistant", "content": text}}],
+         "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}}
+    )  # fmt: skip
+
+
+async def test_a_backends_verify_option_reaches_its_transport(
+    kind: TransportKind, certificate: tuple[Path, Path]
+) -> None:
+    """``verify=`` is a backend option: a private CA as an ``ssl.SSLContext`` reaches the
+    server, ``False`` skips the checks, and by default the unknown certificate is refused."""
+
+    async def chat(exchange: Exchange) -> None:
+        await exchange.respond(200, [("content-type", "application/json")], _chat_reply("hi"))
+
+    agent = agentcore.Agent(instructions="Greet.")
+    trusted = ssl.create_default_context(cafile=str(certificate[0]))
+    async with serve(chat, tls=_server_tls(certificate)) as server:
+        url = server.url + "/v1"
+        for verify in (trusted, False):
+            backend = agentcore.wire.backend(url, model="m", transport=kind, verify=verify)
+            assert backend.verify is verify
+            async with agentcore.open_driver(backend) as driver:
+                result = await agent.run("hello", driver=driver)
+            assert (result.status, result.output) == ("ok", "hi"), result.error
+        async with agentcore.open_driver(
+            url, model="m", transport=kind, retry=agentcore.RetryPolicy(max_attempts=1)
+        ) as driver:
+            refused = await agent.run("hello", driver=driver)
+        assert refused.status == "failed"
+        assert refused.error is not None and "connect" in refused.error.message
+    with pytest.raises(ConfigError, match="verify must be"):
+        agentcore.wire.backend(url, model="m", verify="no")
 
 
 async def test_large_bodies_travel_both_ways(kind: TransportKind) -> None:

@@ -12,6 +12,7 @@ cannot use (a tier on a Batch API backend, flex on an API without it) is a
 from __future__ import annotations
 
 import os
+import ssl
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -64,6 +65,11 @@ BATCH_SETTINGS: Final = tuple(field.name for field in attrs.fields(BatchSettings
 """The keywords that configure a Batch API backend's :class:`BatchSettings`."""
 
 
+def _verify(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, bool | ssl.SSLContext):
+        raise ConfigError(f"verify must be True, False or an ssl.SSLContext, got {value!r}")
+
+
 def _tier(value: object) -> ServiceTier | None:
     return None if value is None else check_service_tier(value)
 
@@ -106,6 +112,10 @@ class Backend:
     """Whether a connection is kept after a streamed reply (the dialect record's
     ``reuse_streams``: ``False`` for llama-server, which closes it right after every streamed
     reply, so reusing it races that close)."""
+    verify: bool | ssl.SSLContext = attrs.field(default=True, validator=_verify)
+    """How an ``https://`` server's certificate is checked: ``True`` against the system's CA
+    store (the lean transport) or the CA bundle httpx uses, ``False`` not at all, or with the
+    ``ssl.SSLContext`` given (a private CA, client certificates)."""
     warm_up: WarmUp = "off"
     """How a batch warms the shared prefix before its fan-out (``docs/backends.md``):
     ``off``, ``request`` (one one-token request) or ``slots`` (llama-server: one request, then

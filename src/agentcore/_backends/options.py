@@ -8,10 +8,10 @@ hands them to it: the keywords of ``open_driver`` (and of the batch functions an
 kinds:
 
 - the backend's own options (:data:`OWN_OPTIONS`): ``stream``, ``transport``,
-  ``max_reply_bytes``, ``warm_up``, ``service_tier``, the Batch API settings (``journal``,
-  ``gather``, ``poll``, ``poll_max``), and for some schemes ``dialect`` (``http(s)://``) and
-  ``config`` (``sim://``). Each is checked by its function in the table, wherever it is
-  given, when the value carrying it is built;
+  ``max_reply_bytes``, ``warm_up``, ``verify``, ``service_tier``, the Batch API settings
+  (``journal``, ``gather``, ``poll``, ``poll_max``), and for some schemes ``dialect``
+  (``http(s)://``) and ``config`` (``sim://``). Each is checked by its function in the table,
+  wherever it is given, when the value carrying it is built;
 - the codec's dialect options (``docs/backends.md``): which ones a backend takes depends on
   its dialect, known once the URL is read, and the codec checks them then. Before that, a name
   is checked against the options of every dialect (:data:`DIALECT_OPTIONS`), so a misspelt one
@@ -22,6 +22,7 @@ kinds:
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Final
@@ -57,6 +58,12 @@ def _warm_up(value: object) -> object:
     return value
 
 
+def _verify(value: object) -> object:
+    if not isinstance(value, bool | ssl.SSLContext):
+        raise ConfigError(f"verify must be True, False or an ssl.SSLContext, got {value!r}")
+    return value
+
+
 def _dialect(value: object) -> object:
     known = [*DIALECTS, "anthropic"]
     if value not in known:
@@ -87,6 +94,7 @@ OWN_OPTIONS: Final[Mapping[str, Callable[[Any], Any]]] = MappingProxyType(
         "transport": _transport,
         "max_reply_bytes": check_max_reply_bytes,
         "warm_up": _warm_up,
+        "verify": _verify,
         "service_tier": check_service_tier,
         **{name.name: _batch_setting(name.name) for name in attrs.fields(BatchSettings)},
         "dialect": _dialect,

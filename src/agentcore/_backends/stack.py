@@ -190,6 +190,7 @@ async def _open_client(  # noqa: PLR0917 - the call site's values, in its order
         configured.base_url,
         kind=kind,
         max_connections=max_inflight,
+        verify=configured.verify,
         max_reply_bytes=configured.max_reply_bytes,
         reuse_streams=configured.reuse_streams,
     )

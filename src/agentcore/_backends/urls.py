@@ -25,10 +25,12 @@ host, as the simulator serves it; HTTPS otherwise).
 OpenAI-compatible dialect, or ``anthropic``). The key for ``openai://`` and ``anthropic://``
 defaults to ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``.
 
-Two options configure the backend itself on every scheme: ``max_reply_bytes`` (the cap on
-one reply body, 16 MiB by default, ``None`` for none) and ``warm_up`` (how a batch warms the
+Three options configure the backend itself on every scheme: ``max_reply_bytes`` (the cap on
+one reply body, 16 MiB by default, ``None`` for none), ``warm_up`` (how a batch warms the
 shared prefix: ``off``, ``request``, or ``slots`` for llama-server; the default is the
-dialect record's ``warm_up`` on a self-hosted server, ``off`` for hosted APIs).
+dialect record's ``warm_up`` on a self-hosted server, ``off`` for hosted APIs) and
+``verify`` (how an ``https://`` server's certificate is checked: ``True``, ``False`` or an
+``ssl.SSLContext``).
 
 Every dialect fact used here (a scheme's default port, the transport, self-hosting, warm-up,
 stream reuse) is read from the dialect's record in :data:`agentcore._codecs.dialects.DIALECTS`.
@@ -100,7 +102,7 @@ def backend(
         journal, gather, poll, poll_max: a Batch API backend's settings
             (:class:`BatchSettings`).
         **options: ``stream`` (stream replies by default), ``transport`` (``"lean"`` or
-            ``"httpx"``), ``max_reply_bytes``, ``warm_up``, ``dialect`` (for ``http(s)://``
+            ``"httpx"``), ``max_reply_bytes``, ``warm_up``, ``verify``, ``dialect`` (for ``http(s)://``
             URLs), ``config`` (a ``SimConfig``, for ``sim://``), and the codec's dialect
             options (``docs/backends.md``).
 
@@ -165,6 +167,7 @@ def backend(
         configured,
         max_reply_bytes=max_reply,
         warm_up=default if warm_up is None else warm_up,
+        verify=own.get("verify", True),
         reuse_streams=True if record is None else record.reuse_streams,
         model=_sent_model(configured.codec, model),
         service_tier=own.get("service_tier"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ssl
+
 from .._codecs.codec import TransportKind
 from .._codecs.reply_limit import DEFAULT_MAX_REPLY_BYTES
 from .._core.errors import ConfigError
@@ -16,7 +18,7 @@ def make_transport(
     *,
     kind: TransportKind,
     max_connections: int,
-    verify: bool = True,
+    verify: bool | ssl.SSLContext = True,
     max_reply_bytes: int | None = DEFAULT_MAX_REPLY_BYTES,
     reuse_streams: bool = True,
 ) -> Transport:
@@ -27,7 +29,8 @@ def make_transport(
             absolute URLs. The lean transport serves only this URL's origin.
         kind: which implementation to use.
         max_connections: connections kept for reuse; match the number of inference slots.
-        verify: verify TLS certificates.
+        verify: verify TLS certificates (``True``), not (``False``), or with this
+            ``ssl.SSLContext``.
         max_reply_bytes: the cap on one response body (``None``: no cap).
         reuse_streams: keep connections after streamed responses (lean transport; off for
             servers that close after every streamed reply).

@@ -285,7 +285,9 @@ class HttpxTransport:
     Args:
         max_connections: pool size (and keep-alive pool size); match the driver's
             concurrency bound so no request waits for a connection.
-        verify: verify TLS certificates.
+        verify: verify TLS certificates: ``True`` with the CA bundle httpx uses, ``False``
+            not at all, or an ``ssl.SSLContext`` to use as it is (a private CA, client
+            certificates).
         client: use this client instead of building one (tests, custom proxies or auth). The
             transport closes it in :meth:`aclose`.
         max_reply_bytes: the cap on one response body (see :mod:`agentcore._codecs.reply_limit`);
@@ -296,7 +298,7 @@ class HttpxTransport:
         self,
         *,
         max_connections: int,
-        verify: bool = True,
+        verify: bool | ssl.SSLContext = True,
         client: httpx.AsyncClient | None = None,
         max_reply_bytes: int | None = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
@@ -306,7 +308,9 @@ class HttpxTransport:
                 max_connections=max_connections, max_keepalive_connections=max_connections
             )
             client = httpx.AsyncClient(
-                limits=limits, verify=_ssl_context(verify), follow_redirects=False
+                limits=limits,
+                verify=verify if isinstance(verify, ssl.SSLContext) else _ssl_context(verify),
+                follow_redirects=False,
             )
         self._client = client
         self._timeouts: dict[Timeouts, httpx.Timeout] = {}

@@ -254,9 +254,9 @@ class LeanTransport:
     Args:
         origin: the server; requests must carry absolute URLs on this origin.
         max_connections: how many idle connections are kept for reuse.
-        verify: verify the server's TLS certificate (``https`` only).
-        ssl_context: the TLS settings to use instead of the default context (``verify`` is
-            then ignored).
+        verify: verify the server's TLS certificate (``https`` only): ``True`` with the
+            system's CA store, ``False`` not at all, or an ``ssl.SSLContext`` to use as it is
+            (a private CA, client certificates).
         max_reply_bytes: the cap on one response body (see :mod:`agentcore._codecs.reply_limit`);
             ``None`` for no cap.
         reuse_streams: keep a connection for reuse after a streamed response. Off for servers
@@ -269,8 +269,7 @@ class LeanTransport:
         origin: Origin,
         *,
         max_connections: int,
-        verify: bool = True,
-        ssl_context: ssl.SSLContext | None = None,
+        verify: bool | ssl.SSLContext = True,
         max_reply_bytes: int | None = DEFAULT_MAX_REPLY_BYTES,
         reuse_streams: bool = True,
     ) -> None:
@@ -284,7 +283,9 @@ class LeanTransport:
         self._max_idle = max_connections
         self._ssl: ssl.SSLContext | None = None
         if origin.scheme == "https":
-            self._ssl = ssl_context if ssl_context is not None else _client_ssl_context(verify)
+            self._ssl = (
+                verify if isinstance(verify, ssl.SSLContext) else _client_ssl_context(verify)
+            )
         self._idle: list[_Connection] = []
         self._opened = 0
         self._discarded = 0

@@ -119,6 +119,7 @@ REFUSED: list[tuple[str, str, object, str]] = [
     ("http://127.0.0.1:1", "transport", "tcp", "transport must be one of"),
     ("http://127.0.0.1:1", "max_reply_bytes", 0, "max_reply_bytes must be"),
     ("http://127.0.0.1:1", "warm_up", "always", "warm_up must be one of"),
+    ("https://127.0.0.1:1", "verify", "no", "verify must be True, False or an ssl.SSLContext"),
     ("http://127.0.0.1:1", "dialect", "klingon", "unknown dialect"),
     ("sim://", "config", {"seed": 3}, "config must be a SimConfig"),
 ]

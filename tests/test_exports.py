@@ -25,7 +25,7 @@ NAMESPACES = {
     "agentcore": {
         # errors
         "AgentcoreError", "ConfigError", "DecodeError", "InternalError", "RenderError",
-        "TaskFileError",
+        "TaskFileError", "JournalError", "JournalFull", "JournalLocked", "JournalMismatch",
         # what a run is configured with and ends with
         "ModelParams", "Usage", "AbortKind", "AbortReason", "ErrorKind", "ModelError",
         "ToolError", "Budget", "BudgetExceeded", "UsageLimits", "DEFAULT_FINAL_INSTRUCTION",

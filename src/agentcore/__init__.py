@@ -57,6 +57,10 @@ if TYPE_CHECKING:
     from ._core.errors import ConfigError as ConfigError
     from ._core.errors import DecodeError as DecodeError
     from ._core.errors import InternalError as InternalError
+    from ._core.errors import JournalError as JournalError
+    from ._core.errors import JournalFull as JournalFull
+    from ._core.errors import JournalLocked as JournalLocked
+    from ._core.errors import JournalMismatch as JournalMismatch
     from ._tasks.task import RenderError as RenderError
     from ._tasks.taskfile import TaskFileError as TaskFileError
 
@@ -170,6 +174,10 @@ _EXPORTS: dict[str, str] = {
     "ConfigError": "_core.errors",
     "DecodeError": "_core.errors",
     "InternalError": "_core.errors",
+    "JournalError": "_core.errors",
+    "JournalFull": "_core.errors",
+    "JournalLocked": "_core.errors",
+    "JournalMismatch": "_core.errors",
     "RenderError": "_tasks.task",
     "TaskFileError": "_tasks.taskfile",
     # what a run is configured with and ends with
@@ -286,6 +294,10 @@ __all__ = [
     "GenerationError",
     "GenerationStream",
     "InternalError",
+    "JournalError",
+    "JournalFull",
+    "JournalLocked",
+    "JournalMismatch",
     "KindPolicy",
     "MapReduceResult",
     "McpServer",

@@ -12,6 +12,8 @@ the folder and fails on anything else). Files:
   the fields of a structured type.
 - ``config``: :class:`LoopConfig`, one run's immutable configuration, and the id formulas.
 - ``loop``: :class:`AgentLoop`, the state machine itself, with its snapshots and statistics.
+- ``journal``: the step journal: what a run's journal holds, how a run is restored from it
+  (``replay``), and the one interface its stores implement (``StepJournal``).
 - ``singleflight``: the pure table that coalesces identical tool calls.
 - ``replay``: reuse of tool results across runs: the key rule (declared context fields, tool
   history) and the bounded result store.

@@ -16,6 +16,10 @@ __all__ = [
     "ConfigError",
     "DecodeError",
     "InternalError",
+    "JournalError",
+    "JournalFull",
+    "JournalLocked",
+    "JournalMismatch",
     "LocalProtocolError",
     "TransportError",
     "TransportErrorKind",
@@ -103,6 +107,27 @@ class TransportError(AgentcoreError):
         super().__init__(f"{self.kind.value}: {message}")
         self.message = message
         self.response_started = response_started
+
+
+class JournalError(AgentcoreError):
+    """A step journal cannot be used: it is not a journal, cannot be read or written.
+
+    The message names the journal's file. Subclasses say why more precisely.
+    """
+
+
+class JournalLocked(JournalError):
+    """Another process holds the journal (or the results file): two runs must not write one."""
+
+
+class JournalMismatch(JournalError):
+    """The journal was written for another task, batch or format version; the message names
+    what differs."""
+
+
+class JournalFull(JournalError):
+    """The disk (or the journal's size limit) is full. Every step committed before is kept;
+    the run stops rather than go on without its journal."""
 
 
 class InternalError(AgentcoreError):

@@ -460,6 +460,11 @@ class AgentLoop:
         return self._config.base_priority
 
     @property
+    def run_id(self) -> str:
+        """The run's id (its requests' ids and its calls' idempotency keys derive from it)."""
+        return self._run_id
+
+    @property
     def transcript(self) -> tuple[Message, ...]:
         """The messages so far (results of a tool turn in progress are not included)."""
         return tuple(self._transcript)

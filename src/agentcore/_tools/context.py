@@ -38,6 +38,7 @@ __all__ = [
     "MISSING",
     "RunContext",
     "context_value",
+    "for_call",
     "history_of",
     "is_context_type",
     "typed_path_problem",
@@ -73,6 +74,12 @@ class RunContext(Generic[DepsT]):
     """The batch input the run was compiled from (``None`` outside a batch)."""
     deps: DepsT
     """The ``deps`` object given to the batch or the driver (``None`` if none was)."""
+    idempotency_key: str = ""
+    """The idempotency key of the call being served (``{run_id}/{turn}/{index}``): the same
+    when the call is made again, after its run was resumed from its journal or its step
+    was run again by another distributed worker. A tool with side effects records it with
+    the effect, and does nothing the second time it sees it (docs/tools.md, "Side effects
+    exactly once"). ``""`` outside a call."""
     _reporter: Callable[[float, str], None] | None = attrs.field(
         default=None, eq=False, repr=False, alias="reporter"
     )
@@ -212,6 +219,11 @@ def history_of(context: RunContext[Any]) -> str:
     run)."""
     history = context._history
     return "" if history is None else history()
+
+
+def for_call(context: RunContext[Any], idempotency_key: str) -> RunContext[Any]:
+    """``context`` for the call whose idempotency key is ``idempotency_key``."""
+    return attrs.evolve(context, idempotency_key=idempotency_key)
 
 
 def with_reporter(

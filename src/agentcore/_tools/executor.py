@@ -82,7 +82,7 @@ from .._core.singleflight import SingleflightTable, tool_key
 from .._core.tokenbucket import TokenBucket
 from .._observe.steps import ToolCap
 from .caps import Cap
-from .context import MISSING, RunContext, context_value, history_of, value_path_problem
+from .context import MISSING, RunContext, context_value, for_call, history_of, value_path_problem
 from .spec import HISTORY, AnyTool, Tool, encode_result
 
 __all__ = [
@@ -425,6 +425,8 @@ class ToolExecutor:
         run_context: RunContext[Any] | None = None
         if tool.takes_context:
             run_context = _NO_RUN if context is None else context()
+            if effect.idempotency_key:
+                run_context = for_call(run_context, effect.idempotency_key)
         key: Hashable | None
         if not tool.options.coalesce:
             key = None

@@ -10,6 +10,8 @@ model clients it drives come assembled from ``_backends``. Files:
 - ``options``: :class:`DriverOptions`, the driver's options as one checked value that every
   entry point takes.
 - ``runner``: the per-run runner: drives one loop's effects, and ends its run with a result.
+- ``journaling``: the driver's side of the step journal: steps journaled at a run's
+  boundaries, its result at its end.
 - ``scheduler``: the stream scheduler: feeds a result stream's runs, parks them for slots and
   carries them on.
 - ``runs``: the bookkeeping of runs in progress, and the queue and stream of a batch's results.

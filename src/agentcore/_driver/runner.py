@@ -72,6 +72,7 @@ from .._core.events import (
     ToolFailed,
     ToolReturned,
 )
+from .._core.journal import StepJournal
 from .._core.loop import AgentLoop, RunState
 from .._core.messages import Usage
 from .._core.results import Result, RunTimings, Status
@@ -80,6 +81,7 @@ from .._observe.steps import StepSink, ToolWaited
 from .._tools.executor import CallReport, ToolExecutor
 from .fallback import FallbackRequests
 from .feed import in_line
+from .journaling import attach, handle_journaled, journal_end
 from .observed import run_ended, run_started, tool_call, tool_failed
 from .requests import ModelRequests
 from .runs import Granted, Group, Run
@@ -145,12 +147,17 @@ class Runner:
         deadline: float | None,
         steps: StepSink | None = None,
         deps: Any = None,
+        *,
+        journal: StepJournal | None = None,
     ) -> Result:
         """Drive ``loop`` to its end in this task (``steps``: where its events go, besides the
-        driver's own listeners; ``deps``: its tools' ``ctx.deps``, ``None``: the driver's)."""
+        driver's own listeners; ``deps``: its tools' ``ctx.deps``, ``None``: the driver's;
+        ``journal``: where its steps are journaled, if anywhere)."""
         run = self.open(loop, index, deadline, None, steps)
         if deps is not None:
             run.deps = deps
+        if journal is not None:
+            attach(run, journal)
         end: Finish | Abort | None = None
         try:
             effects = first_effects(loop)
@@ -159,7 +166,10 @@ class Runner:
                 end = await self.drive(run, effects)
         finally:
             self.everything.runs.discard(run)
-        return self.result(run, end)
+        result = self.result(run, end)
+        if run.journal is not None:
+            await journal_end(run, result)
+        return result
 
     def open(
         self,
@@ -188,6 +198,8 @@ class Runner:
         if group is not None:
             run.guard = group.guard
             run.tool_cap = group.tool_cap
+            if group.journal is not None:
+                attach(run, group.journal)
             if group.deps is not None:
                 run.deps = group.deps
             if group.describe is not None:
@@ -246,12 +258,18 @@ class Runner:
                 elif isinstance(effect, CallTool):
                     if run.tool_cap is not None:
                         event = await self.call_tool(run, effect)
-                        effects = loop.handle(event)
+                        if run.journal is None:
+                            effects = loop.handle(event)
+                        else:
+                            effects = await handle_journaled(run, event, effect)
                         continue
                     if run.guard is not None and (
                         refused := await run.guard.before_tool_call(effect)
                     ):
-                        effects = loop.handle(refused)
+                        if run.journal is None:
+                            effects = loop.handle(refused)
+                        else:
+                            effects = await handle_journaled(run, refused, effect)
                         continue
                     run.tool_started()
                     try:
@@ -269,7 +287,10 @@ class Runner:
                         run.tool_ended()
                 else:
                     return effect
-                effects = loop.handle(event)
+                if run.journal is None:
+                    effects = loop.handle(event)
+                else:
+                    effects = await handle_journaled(run, event, effect)
                 continue
             calls: list[CallModel | CallTool] = []
             for effect in effects:
@@ -291,9 +312,14 @@ class Runner:
         send, receive = trio.open_memory_channel[Event](math.inf)
         caps = self.executor.turn_caps
         turn = None if not caps else _Turn(TurnCaps(caps))
+        keys: dict[str, str] = {}  # idempotency keys by call id, for the journal
         async with trio.open_nursery() as nursery:
             outstanding = 0
             while True:
+                if run.journal is not None:
+                    keys.update(
+                        (c.call_id, c.idempotency_key) for c in calls if type(c) is CallTool
+                    )
                 if run.steps is not None:
                     await run.steps.settle()
                 if turn is None:
@@ -309,7 +335,10 @@ class Runner:
                     if follower is not None:
                         call, since = follower
                         nursery.start_soon(self._perform_into, run, call, send, since)
-                effects = run.loop.handle(event)
+                if run.journal is None:
+                    effects = run.loop.handle(event)
+                else:
+                    effects = await handle_journaled(run, event, keys)
                 outstanding -= 1
                 if outstanding == 0:
                     return effects

@@ -13,6 +13,7 @@ import trio
 
 from .._core.budgets import BudgetExceeded
 from .._core.events import CallModel, CallTool, Effect, ModelFailed, ModelResponded, ToolFailed
+from .._core.journal import StepJournal
 from .._core.loop import AgentLoop
 from .._core.ratebudget import Reservation
 from .._core.replay import HistoryDigest
@@ -133,6 +134,8 @@ class Run:
     """Built on the first call of a tool that takes it."""
     tool_cap: Cap | None = None
     """The batch's cap on tool calls in progress at once (``max_tool_concurrency``)."""
+    journal: StepJournal | None = None
+    """Where the run's steps are journaled (``None``: nowhere)."""
 
     def tool_context(self) -> RunContext[Any]:
         """The :class:`RunContext` handed to tools that take one."""
@@ -206,6 +209,8 @@ class Group:
     """Maps a run's index to its input's index and the input (called once per run)."""
     tool_cap: Cap | None = None
     """The cap on the group's tool calls in progress at once, over all tools."""
+    journal: StepJournal | None = None
+    """Where the steps of the group's runs are journaled (``None``: nowhere)."""
     feed: RunFeed | None = None
     """The feed carrying the runs of a result stream (once the stream has started)."""
 

@@ -38,11 +38,13 @@ from .._core.budgets import UsageLimits
 from .._core.caps import check_cap
 from .._core.errors import ConfigError
 from .._core.events import Abort, CallModel, Effect, Finish
+from .._core.journal import StepJournal
 from .._core.loop import AgentLoop
 from .._observe.steps import StepSink
 from .._tools.caps import Cap
 from .budget_guard import BudgetGuard, OnBudget
 from .feed import Feed, in_line
+from .journaling import journal_end
 from .runner import Runner, first_effects, opening_call
 from .runs import Group, Ready, ResultQueue, ResultStream, Run, RunFeed
 from .slot_limiter import Parked, Slot
@@ -78,10 +80,11 @@ class StreamScheduler:
         budget: UsageLimits | None = None,
         on_budget: OnBudget = "finish",
         max_tool_concurrency: int | None = None,
+        journal: StepJournal | None = None,
     ) -> Group:
-        """The runs of one stream: their step sink, ``deps``, inputs, usage budget and cap on
-        tool calls in progress at once."""
-        group = Group(steps=steps, deps=deps, describe=describe)
+        """The runs of one stream: their step sink, ``deps``, inputs, usage budget, cap on
+        tool calls in progress at once and step journal."""
+        group = Group(steps=steps, deps=deps, describe=describe, journal=journal)
         cap = check_cap("max_tool_concurrency", max_tool_concurrency)
         if cap is not None:
             group.tool_cap = Cap(cap)
@@ -317,6 +320,8 @@ class StreamScheduler:
         runner = self._runner
         try:
             result = runner.result(run, end)
+            if run.journal is not None:
+                await journal_end(run, result)
             if run.steps is not None:
                 await run.steps.settle()
         except BaseException:

@@ -9,4 +9,8 @@ Files:
 - ``warmup``: warming a server's prefix cache before the fan-out.
 - ``agent``: :class:`Agent`, one agent, run or watched.
 - ``results_file``: the results file of ``agentcore run`` (its records, read and written).
+- ``fingerprint``: what makes two tasks run agents the same way (compared by journals).
+- ``journal``: the step journal on this machine: one SQLite file, commits grouped.
+- ``resume``: a batch's runs restored from its journal, and results as the journal keeps them.
+- ``locks``: one writer per results file or journal (``flock``).
 """

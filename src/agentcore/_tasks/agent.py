@@ -11,11 +11,13 @@ driver.
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from typing import Generic, cast
 
 import attrs
+import trio
 
 from .._core.budgets import UsageLimits
 from .._core.config import TruncatedPolicy
@@ -24,8 +26,12 @@ from .._core.loop import AgentLoop
 from .._core.messages import ModelParams
 from .._core.results import Result
 from .._driver.driver import Driver
+from .._driver.journaling import encode_result
 from .._observe.steps import StepStream
 from .._tools.spec import ToolBase
+from .fingerprint import task_description
+from .journal import open_step_journal
+from .resume import restore
 from .task import AUTO, Deps_contra, T, Task, compile_job
 
 __all__ = ["Agent"]
@@ -146,27 +152,61 @@ class Agent(Generic[T, Deps_contra]):
         deadline: float | None = None,
         run_id: str | None = None,
         deps: Deps_contra | None = None,
+        step_journal: str | os.PathLike[str] | None = None,
     ) -> Result[T]:
         """Run the agent on ``prompt`` to its end.
+
+        ::
+
+            result = await agent.run(question, driver=driver, step_journal="runs.journal",
+                                     run_id="ticket-4711")
 
         Args:
             prompt: the user's message.
             driver: an open driver (with this agent's tools).
             deadline: trio time after which the run ends with a ``failed`` result.
-            run_id: the run's id (default: ``<name>-<n>``).
+            run_id: the run's id (default: ``<name>-<n>``); required with ``step_journal``,
+                where it names the run.
             deps: any object, handed to this run's tools that take a
                 :class:`~agentcore.RunContext` (``ctx.deps``; ``None``: the driver's): the
                 per-request context of a service sharing one driver.
+            step_journal: a file (SQLite) where the run's steps are journaled. Run again
+                with the same ``run_id`` and prompt after the process was killed, the run
+                resumes at its last journaled step (its journaled replies are not requested
+                again, its journaled tool results not computed again); a run that had ended
+                returns its result without running. The file is held by one run at a time
+                (:class:`~agentcore.JournalLocked` otherwise). docs/batch.md, "Resuming from
+                the last step".
 
         Returns:
             The :class:`~agentcore.Result` (``result.output`` on success).
 
         Raises:
-            ConfigError: the driver lacks the agent's tools, or the prompt is not text.
+            ConfigError: the driver lacks the agent's tools, the prompt is not text, or
+                ``step_journal`` was given without ``run_id``.
+            JournalError: the journal is held by another run, was written for another agent
+                (:class:`~agentcore.JournalMismatch`), or cannot be written.
         """
         self._check(driver)
         loop = self.loop(prompt, run_id=run_id, driver=driver)
-        return cast("Result[T]", await driver.run(loop, deadline=deadline, deps=deps))
+        if step_journal is None:
+            return cast("Result[T]", await driver.run(loop, deadline=deadline, deps=deps))
+        if run_id is None:
+            raise ConfigError(
+                "step_journal= needs run_id=: the name of the run in the journal, the same "
+                "when it is resumed"
+            )
+        async with open_step_journal(step_journal, task_description(self._task)) as journal:
+            journaled = journal.take(run_id)
+            where = f"{journal.path}, run {run_id}"
+            restored = restore(loop, journaled, 0, self.output, where, trio.current_time())
+            if isinstance(restored, Result):
+                if journaled.result is None:
+                    await journal.ended(run_id, encode_result(restored))
+                return cast("Result[T]", restored)
+            # The driver's own ``run`` takes no journal: the step journal is this layer's.
+            result = await driver._runner.run(restored, 0, deadline, deps=deps, journal=journal)
+            return cast("Result[T]", result)
 
     @asynccontextmanager
     async def watch(

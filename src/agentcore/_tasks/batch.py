@@ -12,6 +12,7 @@ and a reduce agent over the answers.
 from __future__ import annotations
 
 import itertools
+import os
 import secrets
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
@@ -27,7 +28,7 @@ from .._codecs.codec import WARM_UPS, WarmUp
 from .._codecs.values import json_value
 from .._core.budgets import UsageLimits
 from .._core.caps import check_cap
-from .._core.errors import ConfigError
+from .._core.errors import ConfigError, JournalMismatch
 from .._core.events import AbortKind, AbortReason
 from .._core.loop import AgentLoop
 from .._core.messages import Usage
@@ -35,6 +36,7 @@ from .._core.results import Result, RunTimings
 from .._core.slots import SlotPolicy
 from .._driver.budget_guard import OnBudget
 from .._driver.driver import Driver
+from .._driver.journaling import encode_result
 from .._driver.open import open_driver
 from .._driver.options import DriverOptions, resolve_options
 from .._driver.runs import ResultStream
@@ -43,6 +45,9 @@ from .._observe.steps import StepSink
 from .._tools.context import RunContext
 from .._tools.spec import ToolBase
 from .._transports.model_client import ModelClient
+from .fingerprint import task_description
+from .journal import SqliteJournal, open_step_journal
+from .resume import restore
 from .task import Deps_contra, RenderError, Task, compile_job, job_run_id
 from .warmup import WarmUpReport, check_tier, warm_prefix
 from .warmup import warm_up as warm_up_cache
@@ -87,6 +92,14 @@ def _invalid_input(index: int, error: RenderError, now: float) -> Result[Any]:
     )
 
 
+class _Early(NamedTuple):
+    """A result known before its run would start (an input the template refuses, a run the
+    journal holds the end of), and whether it must still be journaled."""
+
+    result: Result[Any]
+    journal: bool = False
+
+
 class BatchStream(Generic[T]):
     """Results of a batch in completion order; iterate with ``async for``.
 
@@ -99,12 +112,17 @@ class BatchStream(Generic[T]):
         self,
         results: ResultStream,
         indices: list[int],
-        early: deque[Result[Any]],
+        early: deque[_Early],
         warm_up: WarmUpReport | None = None,
+        *,
+        journal: SqliteJournal | None = None,
+        batch_id: str = "",
     ) -> None:
         self._results = results
         self._indices = indices
         self._early = early
+        self._journal = journal
+        self._batch_id = batch_id
         self.warm_up = warm_up
         """What the warm-up did and the tokens its request used (those are in the driver's
         statistics and in no ``Result``); ``None`` when the batch did not warm up."""
@@ -115,16 +133,25 @@ class BatchStream(Generic[T]):
     async def __anext__(self) -> Result[T]:
         # The driver runs untyped loops; the task's output type is what the loop structured.
         if self._early:
-            return cast("Result[T]", self._early.popleft())
+            return await self._deliver(*self._early.popleft())
         try:
             result = await self._results.__anext__()
         except StopAsyncIteration:
             if self._early:
-                return cast("Result[T]", self._early.popleft())
+                return await self._deliver(*self._early.popleft())
             raise
         index = self._indices[result.index]
         if index != result.index:
             result = attrs.evolve(result, index=index)
+        return cast("Result[T]", result)  # its run journaled it as it ended
+
+    async def _deliver(self, result: Result[Any], journaled: bool) -> Result[T]:
+        """An early ``result``, once the journal (if any) holds it when ``journaled`` (a run
+        the journal took to its end): a run is compacted to its result before anyone sees
+        it, so no result is lost between the two."""
+        if journaled and self._journal is not None:
+            run = job_run_id(self._batch_id, result.index)
+            await self._journal.ended(run, encode_result(result))
         return cast("Result[T]", result)
 
     def cancel(self) -> None:
@@ -137,15 +164,21 @@ def _loops(  # noqa: PLR0917 - private helper, called twice
     inputs: Iterable[Any],
     batch_id: str,
     indices: list[int],
-    early: deque[Result[Any]],
+    early: deque[_Early],
     parent_session_id: str | None,
     described: dict[int, tuple[int, Any]],
     schema_on_final: bool,
+    journal: SqliteJournal | None = None,
+    numbers: Iterable[int] | None = None,
 ) -> Iterator[AgentLoop]:
     # Consumed lazily by the driver, so a huge input list is never compiled all at once.
     # ``described`` holds each compiled loop's input until the driver opens its run (the
     # run's ``RunContext`` carries it), so it never holds more than the loops in hand.
-    for index, value in enumerate(inputs):
+    # ``numbers``: each input's index (default 0, 1, 2...); a journaled run resumes where its
+    # journal left it, or is delivered from it.
+    for index, value in zip(
+        itertools.count() if numbers is None else numbers, inputs, strict=False
+    ):
         try:
             loop = compile_job(
                 task,
@@ -155,8 +188,16 @@ def _loops(  # noqa: PLR0917 - private helper, called twice
                 schema_on_final=schema_on_final,
             )
         except RenderError as exc:
-            early.append(_invalid_input(index, exc, trio.current_time()))
+            early.append(_Early(_invalid_input(index, exc, trio.current_time())))
             continue
+        if journal is not None:
+            where = f"{journal.path}, run {loop.run_id}"
+            journaled = journal.take(loop.run_id)
+            restored = restore(loop, journaled, index, task.output, where, trio.current_time())
+            if isinstance(restored, Result):
+                early.append(_Early(restored, journaled.result is None))
+                continue
+            loop = restored
         described[len(indices)] = (index, value)
         indices.append(index)
         yield loop
@@ -260,6 +301,8 @@ async def open_batch(
     steps: StepSink | None = None,
     deps: Deps_contra | None = None,
     max_tool_concurrency: int | None = None,
+    step_journal: str | os.PathLike[str] | SqliteJournal | None = None,
+    indices: Sequence[int] | None = None,
     **driver_options: Any,
 ) -> AsyncIterator[BatchStream[T]]:
     """Run ``task`` over ``inputs``; results arrive in completion order.
@@ -303,6 +346,14 @@ async def open_batch(
         max_tool_concurrency: tool calls of the batch in progress at once, over all its agents
             and tools, at most (the others wait in the order they came, holding no
             inference slot; ``None``: no cap). docs/tools.md, "Caps".
+        step_journal: a file (SQLite) where every agent's steps are journaled: created when
+            absent; when present, the batch resumes from it: finished agents are delivered
+            from it without running, the others go on from their last journaled step (a
+            journaled reply is not requested again, a journaled tool result is not computed
+            again). It fixes the batch id. docs/batch.md, "Resuming from the last step".
+        indices: the index of each input (its results' ``index``, its run id and journal
+            entry); default 0, 1, 2... Give the original indices when running part of a
+            batch again.
         **driver_options: fields of :class:`~agentcore.DriverOptions` (``model=``,
             ``max_inflight=``...) replacing those of ``options``, or dialect options, as for
             :func:`agentcore.open_driver`.
@@ -313,11 +364,18 @@ async def open_batch(
     Raises:
         ConfigError: ``driver`` lacks some of the task's tools, or options conflict.
         BackendUnavailable: the warm-up request failed for good (no agent was run).
+        JournalLocked: another process has the ``step_journal`` open.
+        JournalMismatch: the ``step_journal`` was written for another task or batch (the
+            message names what differs), or in a format this version does not read.
+        JournalError: the ``step_journal`` cannot be read or written (:class:`JournalFull`:
+            the disk is full; every step committed before is kept).
     """
     check_cap("max_tool_concurrency", max_tool_concurrency)  # before any work
-    batch_id = batch_id or new_batch_id()
-    indices: list[int] = []
-    early: deque[Result[Any]] = deque()
+    numbers = None if indices is None else list(indices)
+    if numbers is not None and len(set(numbers)) != len(numbers):
+        raise ConfigError("indices must not repeat an index")
+    order: list[int] = []  # the input index of each run the driver gets
+    early: deque[_Early] = deque()
     if task.fallback:
         if driver is not None:
             raise ConfigError(
@@ -327,6 +385,27 @@ async def open_batch(
         if "fallback" not in driver_options and (options is None or not options.fallback):
             driver_options = {**driver_options, "fallback": task.fallback}
     async with AsyncExitStack() as stack:
+        journal: SqliteJournal | None = None
+        if isinstance(step_journal, SqliteJournal):
+            journal = step_journal
+        elif step_journal is not None:
+            journal = await stack.enter_async_context(
+                open_step_journal(
+                    step_journal,
+                    task_description(task),
+                    batch_id=batch_id,
+                    new_batch_id=batch_id or new_batch_id(),
+                )
+            )
+        if journal is not None:
+            if journal.batch_id is None:
+                raise JournalMismatch(f"{journal.path} records no batch: it is not a batch's")
+            if batch_id is not None and journal.batch_id != batch_id:
+                raise JournalMismatch(
+                    f"{journal.path} was written for batch {journal.batch_id!r}, not {batch_id!r}"
+                )
+            batch_id = journal.batch_id
+        batch_id = batch_id or new_batch_id()
         opened, warm_up = await stack.enter_async_context(
             _driver_for(
                 task.tools,
@@ -345,7 +424,16 @@ async def open_batch(
             await check_tier(opened, task, batch_id=batch_id)
         described: dict[int, tuple[int, Any]] = {}
         loops = _loops(
-            task, inputs, batch_id, indices, early, None, described, opened.schema_on_final
+            task,
+            inputs,
+            batch_id,
+            order,
+            early,
+            None,
+            described,
+            opened.schema_on_final,
+            journal,
+            numbers,
         )
         group = opened.streams.group(
             steps=steps,
@@ -354,12 +442,13 @@ async def open_batch(
             budget=budget,
             on_budget=on_budget,
             max_tool_concurrency=max_tool_concurrency,
+            journal=journal,
         )
         results = await stack.enter_async_context(
             opened.streams.open(loops, group, timeout=timeout, max_active=max_active)
         )
         BATCH.info("batch %s (%s) started", batch_id, task.name, extra={"batch_id": batch_id})
-        yield BatchStream[T](results, indices, early, report)
+        yield BatchStream[T](results, order, early, report, journal=journal, batch_id=batch_id)
         stats = opened.statistics()
         BATCH.info(
             "batch %s (%s) ended: %d ok, %d failed, %d cancelled",
@@ -492,7 +581,7 @@ async def map_reduce(
         split: Callable[[P], Iterable[object]] = items or _default_items
         planned = list(split(cast("P", plan_result.output)))
         indices: list[int] = []
-        early: deque[Result[Any]] = deque()
+        early: deque[_Early] = deque()
         if warm_up != "off":
             await warm_up_cache(opened, map, batch_id=f"{batch_id}m", strategy=warm_up)
         answers: list[Result[M]] = []

@@ -14,6 +14,8 @@ import agentcore
 from agentcore import QueueAddress
 from agentcore._distributed.connection import open_connection
 from agentcore._distributed.records import decode_checkpoint
+from agentcore.core import AssistantMessage, CallModel, ToolCall, ToolMessage
+from agentcore.testing import ScriptedModel
 from tests.distributed.agents import TASK, CountingModel, expected_total, make_task
 
 
@@ -255,3 +257,55 @@ async def test_a_429_pauses_every_worker_of_the_batch(redis_server, tmp_path):
 async def test_without_the_shared_backoff_other_workers_keep_calling(redis_server, tmp_path):
     """Control: only the worker that got the 429 waits (its driver's own back-off)."""
     assert await _starts_during_pause(redis_server.url("bo0"), tmp_path, False) != []
+
+
+async def test_a_reclaimed_tool_step_runs_only_the_calls_without_a_memo_with_their_keys(
+    redis_server, tmp_path
+):
+    """Worker A commits a reply asking for two calls, memoises the first call's outcome and
+    dies inside the second; worker B restores the step from the checkpoint and the memo (the
+    step journal's ``replay``, as a resumed ``agentcore run`` does from its file) and runs
+    only the second call, which sees the idempotency key A's attempt saw."""
+    url = redis_server.url("memo")
+    seen: list[tuple[str, str]] = []
+    hang = trio.Event()
+
+    @agentcore.tool
+    async def charge(ctx: agentcore.RunContext, item: str) -> str:
+        """Charge an item. Args: item: what to charge."""
+        seen.append((item, ctx.idempotency_key))
+        if item == "b" and not hang.is_set():
+            hang.set()
+            await trio.sleep_forever()  # worker A dies here
+        return f"charged {item}"
+
+    def reply(call: CallModel) -> AssistantMessage | str:
+        if any(isinstance(m, ToolMessage) for m in call.messages):
+            return "done"
+        calls = (ToolCall("x", "charge", '{"item": "a"}'), ToolCall("y", "charge", '{"item": "b"}'))
+        return AssistantMessage(tool_calls=calls)
+
+    task = agentcore.Task(prompt="Charge {n}.", tools=[charge], name="charge")
+    out = tmp_path / "out.jsonl"
+    models = [ScriptedModel(reply), ScriptedModel(reply)]
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: agentcore.submit_batch(url, task, [{"n": 1}], out, block_ms=100))
+        with trio.CancelScope() as a_scope:
+            nursery.start_soon(
+                lambda: agentcore.run_worker(url, task, backend=models[0], lease=0.3, block_ms=100)
+            )
+            await hang.wait()
+            a_scope.cancel()
+        nursery.cancel_scope.cancel()
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(
+                lambda: agentcore.run_worker(
+                    url, task, backend=models[1], lease=0.3, block_ms=100, exit_when_done=True
+                )
+            )
+            await agentcore.submit_batch(url, task, [{"n": 1}], out, block_ms=100)
+    assert _records(out)[0]["output"] == "done"
+    run = f"{QueueAddress.parse(url).batch}-0"
+    assert sorted(seen) == [("a", f"{run}/0/0"), ("b", f"{run}/0/1"), ("b", f"{run}/0/1")]
+    assert len(models[1].calls) == 1  # B asked only for the answer after the tools

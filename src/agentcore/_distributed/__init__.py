@@ -8,8 +8,9 @@ Files:
   owner-checked lease renewal, the reclaimer with its dead-letter path, cleanup).
 - ``connection``: the only place that imports ``valkey-glide`` (lazily, so
   ``import agentcore`` never needs it) and the few commands used, as typed helpers.
-- ``records``: pure helpers: the record of a finished agent, tool memos and the task
-  fingerprint that workers check against the batch's.
+- ``records``: pure helpers: checkpoints with the agent's clock, and tool memos.
+- ``journal``: the step journal of a distributed batch (``ValkeyStep``): one step of one
+  agent, read from and committed to the batch's keys through the step-journal interface.
 - ``worker``: :func:`run_worker`: reads runnable steps, drives one step of an agent loop
   per entry on the worker's own driver, commits it; heartbeats, reclaimer, consumer cleanup.
 - ``submitter``: :func:`submit_batch`: admits inputs through a bounded window and

@@ -1,17 +1,14 @@
-"""Pure helpers of the distributed mode: checkpoints with the agent's clock, tool memos, task
-fingerprints. (The result record is the results file's :class:`ResultRecord`.)"""
+"""Pure helpers of the distributed mode: checkpoints with the agent's clock and tool memos.
+(The result record is the results file's :class:`ResultRecord`; the task fingerprint is
+``agentcore._tasks.fingerprint``'s.)"""
 
 from __future__ import annotations
-
-import hashlib
 
 import attrs
 import orjson
 
-from .._codecs.values import json_value
 from .._core.events import ToolError, ToolFailed, ToolReturned
 from .._tasks.results_file import RecordTimings
-from .._tasks.task import Task
 
 __all__ = [
     "AgentClock",
@@ -19,7 +16,6 @@ __all__ = [
     "decode_memo",
     "encode_checkpoint",
     "encode_memo",
-    "task_fingerprint",
 ]
 
 
@@ -72,21 +68,3 @@ def decode_memo(call_id: str, data: bytes | str) -> ToolReturned | ToolFailed:
         return ToolReturned(call_id, value["ok"])
     kind, message = value["error"]
     return ToolFailed(call_id, ToolError(kind, message))
-
-
-def task_fingerprint(task: Task) -> str:
-    """A digest of what makes two tasks run agents the same way: prompts, tool schemas, the
-    output schema and budgets. Workers refuse a batch submitted with another task."""
-    spec = task._base_config
-    value = {
-        "name": task.name,
-        "system": task.system,
-        "prompt": task.prompt,
-        "tools": [[t.name, t.description, t.parameters] for t in spec.tools],
-        "output": None if spec.output_spec is None else spec.output_spec.schema,
-        "budgets": [task.max_turns, task.max_tool_errors, task.max_output_retries],
-        "params": json_value(task.params),
-    }
-    if task.max_tool_failures is not None:  # absent when unset: older fingerprints still hold
-        value["max_tool_failures"] = task.max_tool_failures
-    return hashlib.sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]

@@ -59,7 +59,6 @@ import orjson
 import trio
 
 from .._backends.backend import Backend
-from .._codecs.serde import dumps, loads
 from .._core.errors import ConfigError
 from .._core.events import (
     Abort,
@@ -69,28 +68,22 @@ from .._core.events import (
     Effect,
     Event,
     Finish,
-    ToolFailed,
-    ToolReturned,
+    ModelResponded,
 )
-from .._core.loop import AgentLoop, LoopSnapshot, RunState
+from .._core.journal import replay
+from .._core.loop import AgentLoop
 from .._driver.driver import Driver
 from .._driver.open import open_driver_with
 from .._driver.options import DriverOptions, resolve_options
 from .._observe.log import DISTRIBUTED
+from .._tasks.fingerprint import task_fingerprint
 from .._tasks.results_file import ResultRecord
 from .._tasks.task import RenderError, Task, compile_job
 from .._transports.model_client import ModelClient
 from .address import GROUP, QueueAddress
 from .backoff import SharedBackoff
 from .connection import Connection, is_server_error, open_connection, retrying
-from .records import (
-    AgentClock,
-    decode_checkpoint,
-    decode_memo,
-    encode_checkpoint,
-    encode_memo,
-    task_fingerprint,
-)
+from .journal import ValkeyStep
 
 __all__ = ["WorkerStatistics", "ensure_batch", "run_worker", "stream_entries"]
 
@@ -339,18 +332,31 @@ class _Worker:
             self._signal_freed()
 
     async def _run_step(self, entry_id: str, agent: str, step: int) -> None:
-        keys = self.keys
-        version, checkpoint, raw_input = await self.conn.script(
-            "LOAD", [keys.version, keys.checkpoint, keys.inputs], [agent]
-        )
-        if self.compare and (version is None or int(version) != step):
-            await self.conn.command("XACK", keys.steps, GROUP, entry_id)
-            await self.conn.command("XDEL", keys.steps, entry_id)
+        # The step journal of this step (docs/distributed.md): the same interface, and the
+        # same restore (``replay``), as a resumed ``agentcore run``'s journal file.
+        journal = ValkeyStep(self.conn, self.keys, agent, entry_id, step, self.compare, self.audit)
+        try:
+            await self._step_through(journal, agent, step)
+        finally:
+            if journal.won is not None:
+                # Committed (or rejected): the entry is gone; the heartbeat must not miss it.
+                self._inflight.pop(entry_id, None)
+                if journal.won:
+                    self.stats.steps_committed += 1
+                else:
+                    self.stats.steps_rejected += 1
+            self.stats.tool_repeats += journal.repeats
+
+    async def _step_through(self, journal: ValkeyStep, agent: str, step: int) -> None:
+        journaled = await journal.load(agent)
+        if self.compare and journal.version != step:
+            await self.conn.command("XACK", self.keys.steps, GROUP, journal.entry_id)
+            await self.conn.command("XDEL", self.keys.steps, journal.entry_id)
             self.stats.steps_stale += 1
             return
         index = int(agent)
         try:
-            value = orjson.loads(raw_input) if raw_input is not None else None
+            value = orjson.loads(journal.input) if journal.input is not None else None
             fresh = compile_job(
                 self.task,
                 value,
@@ -359,86 +365,69 @@ class _Worker:
             )
         except (RenderError, orjson.JSONDecodeError) as exc:
             record = ResultRecord.not_run(index, AbortKind.INVALID_INPUT, str(exc))
-            await self._commit(entry_id, agent, step, "end", record.encode())
+            await journal.ended(agent, record.encode())
             return
-        if checkpoint is None:
-            loop, clock = fresh, AgentClock(time.time())
-        else:
-            clock, snapshot = decode_checkpoint(checkpoint, time.time())
-            loop = AgentLoop.restore(fresh.config, loads(snapshot, LoopSnapshot))
+        replayed = replay(fresh, journaled)
+        loop, owed = replayed.loop, replayed.effects
+        self.stats.tool_memo_hits += replayed.tools
         began = trio.current_time()
-        owed = loop.start() if loop.state is RunState.IDLE else loop.outstanding()
         effects: Sequence[Effect]
-        if len(owed) == 1 and isinstance(owed[0], CallModel):
+        if replayed.end is not None:
+            effects = owed
+        elif replayed.tools and not any(isinstance(e, CallTool) for e in owed):
+            # Every call the checkpoint owed was memoised: the tool step only commits.
+            await journal.turn_done(agent, loop)
+            return
+        elif len(owed) == 1 and isinstance(owed[0], CallModel):
             self.stats.model_calls += 1
-            effects = loop.handle(await self.driver.call_model(owed[0]))
-            clock = attrs.evolve(clock, model_time=clock.model_time + trio.current_time() - began)
+            event = await self.driver.call_model(owed[0])
+            effects = loop.handle(event)
+            journal.clock = attrs.evolve(
+                journal.clock, model_time=journal.clock.model_time + trio.current_time() - began
+            )
+            if isinstance(event, ModelResponded) and not _ends(effects):
+                await journal.replied(agent, event, loop)
+                return
         else:
             effects = await self._run_tools(
-                loop, agent, [e for e in owed if isinstance(e, CallTool)]
+                journal, loop, agent, [e for e in owed if isinstance(e, CallTool)]
             )
-            clock = attrs.evolve(clock, tool_time=clock.tool_time + trio.current_time() - began)
-        end = next((e for e in effects if isinstance(e, Finish | Abort)), None)
+            journal.clock = attrs.evolve(
+                journal.clock, tool_time=journal.clock.tool_time + trio.current_time() - began
+            )
+        end = _ends(effects)
         if end is None:
-            checkpoint = encode_checkpoint(clock, dumps(loop.snapshot()))
-            await self._commit(entry_id, agent, step, "next", checkpoint)
+            await journal.turn_done(agent, loop)
         else:
             turns = loop.statistics().model_calls
-            record = ResultRecord.of_end(
-                index, end, turns, clock.timings(time.time()), loop.tool_failures
-            )
-            await self._commit(entry_id, agent, step, "end", record.encode())
-
-    async def _commit(
-        self, entry_id: str, agent: str, step: int, kind: str, payload: bytes
-    ) -> None:
-        keys = self.keys
-        won = await self.conn.script(
-            "COMMIT",
-            [keys.version, keys.checkpoint, keys.steps, keys.results, keys.done, keys.audit],
-            [
-                agent, str(step), entry_id, kind, payload,
-                "1" if self.compare else "0", "1" if self.audit else "0", GROUP,
-            ],
-        )  # fmt: skip
-        # Committed (or rejected): the entry is gone; the heartbeat must not miss it.
-        self._inflight.pop(entry_id, None)
-        if won:
-            self.stats.steps_committed += 1
-        else:
-            self.stats.steps_rejected += 1
+            timings = journal.clock.timings(time.time())
+            record = ResultRecord.of_end(index, end, turns, timings, loop.tool_failures)
+            await journal.ended(agent, record.encode())
 
     async def _run_tools(
-        self, loop: AgentLoop, agent: str, calls: list[CallTool]
+        self, journal: ValkeyStep, loop: AgentLoop, agent: str, calls: list[CallTool]
     ) -> Sequence[Effect]:
         if not calls:
             raise ConfigError(f"agent {agent}: the checkpoint owes no effect")
         send, receive = trio.open_memory_channel[Event](math.inf)
         async with trio.open_nursery() as nursery:
             for call in calls:
-                nursery.start_soon(self._tool, agent, call, send)
+                nursery.start_soon(self._tool, journal, agent, call, send)
         effects: Sequence[Effect] = ()
         for _ in calls:
             effects = loop.handle(receive.receive_nowait())
         return effects
 
-    async def _tool(self, agent: str, call: CallTool, send: trio.MemorySendChannel[Event]) -> None:
-        memos = self.keys.memos(agent)
-        key = call.idempotency_key
-        memo = await self.conn.raw("HGET", memos, key)
-        event: ToolReturned | ToolFailed
-        if memo is not None:
-            self.stats.tool_memo_hits += 1
-            event = decode_memo(call.call_id, memo)
-        else:
-            event = await self.driver.executor.call(call)
-            self.stats.tool_executions += 1
-            if not await self.conn.command("HSETNX", memos, key, encode_memo(event)):
-                self.stats.tool_repeats += 1
-                stored = await self.conn.raw("HGET", memos, key)
-                if stored is not None:
-                    event = decode_memo(call.call_id, stored)
-        send.send_nowait(event)
+    async def _tool(
+        self,
+        journal: ValkeyStep,
+        agent: str,
+        call: CallTool,
+        send: trio.MemorySendChannel[Event],
+    ) -> None:
+        event = await self.driver.executor.call(call)
+        self.stats.tool_executions += 1
+        send.send_nowait(await journal.tool_done(agent, call.idempotency_key, event))
 
     # ------------------------------------------------------------------ leases
 
@@ -514,6 +503,11 @@ class _Worker:
             if value != before[name]:
                 await self.conn.command("HINCRBY", self.keys.stats, name, value - before[name])
                 setattr(self._flushed, name, value)
+
+
+def _ends(effects: Sequence[Effect]) -> Finish | Abort | None:
+    """The effect that ends the run, if ``effects`` hold one."""
+    return next((e for e in effects if isinstance(e, Finish | Abort)), None)
 
 
 def _pairs(flat: list[Any]) -> list[tuple[Any, Any]]:

@@ -15,9 +15,11 @@ import math
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import IO, Any, TypeVar, get_args
 
+import attrs
 import orjson
 import trio
 
@@ -25,7 +27,7 @@ from .._backends.urls import backend as make_backend
 from .._backends.urls import is_batch
 from .._codecs.dialects import DIALECTS
 from .._codecs.values import json_value
-from .._core.errors import ConfigError
+from .._core.errors import ConfigError, JournalError, JournalMismatch
 from .._core.results import NO_TOOL_FAILURES, Result
 from .._core.retry import RetryPolicy
 from .._core.service_tier import ServiceTier
@@ -43,6 +45,9 @@ from .._observe.steps import (
 )
 from .._sim import SimConfig, run_sim_server
 from .._tasks.batch import BATCH_SLOT_POLICY, new_batch_id, open_batch
+from .._tasks.fingerprint import task_description
+from .._tasks.journal import SqliteJournal, open_step_journal
+from .._tasks.locks import FileLock
 from .._tasks.results_file import (
     RecordCost,
     ResultRecord,
@@ -51,6 +56,7 @@ from .._tasks.results_file import (
     finished_indices,
     interrupted,
     split_resumed,
+    step_journal_of,
 )
 from .._tasks.task import RenderError, Task, job_run_id, render_prompt
 from .._tasks.taskfile import TaskFileError, load_task
@@ -139,15 +145,17 @@ def _template_error(
     )
 
 
-def drop_unfinished(path: Path) -> int:
+def drop_unfinished(path: Path, lock: FileLock | None = None) -> list[int]:
     """Remove the lines of inputs that did not finish ``ok`` (failed, cancelled) from an output
     file, so that a resumed run runs them again; a torn last line is cut off too. The file is
-    replaced atomically. Returns how many lines were removed."""
+    replaced atomically (``lock``, the file's lock, moves to the new file first). Returns the
+    indices of the lines removed."""
     if not path.exists():
-        return 0
+        return []
     data = path.read_bytes()
     lines = data[: data.rfind(b"\n") + 1].splitlines(keepends=True)
     kept: list[bytes] = []
+    dropped: list[int] = []
     for line in lines:
         try:
             record = orjson.loads(line)
@@ -156,10 +164,16 @@ def drop_unfinished(path: Path) -> int:
             continue
         if not isinstance(record, dict) or record.get("status") in (None, "ok"):
             kept.append(line)
+        elif isinstance(record.get("index"), int):
+            dropped.append(record["index"])
+        else:
+            dropped.append(-1)
     spare = path.with_name(path.name + ".retry-failed")
     spare.write_bytes(b"".join(kept))
+    if lock is not None:
+        lock.adopt(spare)
     os.replace(spare, path)
-    return len(lines) - len(kept)
+    return dropped
 
 
 def _pct(value: float | None) -> str:
@@ -333,6 +347,19 @@ def _record_cost(driver: Any, run_id: str) -> RecordCost | None:
     return RecordCost(taken.usd, taken.standard_usd, dict(taken.requests))
 
 
+@attrs.frozen
+class _JournalPlan:
+    """The step journal of an ``agentcore run``: its file, and how it is opened."""
+
+    path: Path
+    fresh: bool
+    """Empty it first (a run without ``--resume``)."""
+    force: bool
+    """Empty it if it was written for another task (``--force``)."""
+    forget: tuple[int, ...] = ()
+    """Inputs to run again from their start (``--retry-failed``)."""
+
+
 async def _execute(
     task: Task[Any, Any],
     inputs: Sequence[Any],
@@ -347,6 +374,62 @@ async def _execute(
     driver_options: dict[str, Any],
     batch_options: dict[str, Any] | None = None,
     hops_shown: bool = False,
+    journal: _JournalPlan | None = None,
+) -> tuple[list[Result], DriverStatistics]:
+    async with AsyncExitStack() as stack:
+        opened = None
+        if journal is not None:  # outermost: its last commit follows the batch's end
+            opened = await stack.enter_async_context(
+                open_step_journal(
+                    journal.path,
+                    task_description(task),
+                    new_batch_id=new_batch_id(),
+                    fresh=journal.fresh,
+                    force=journal.force,
+                )
+            )
+            _forget(opened, journal.forget)
+            resumed = len(opened.runs & {job_run_id(opened.batch_id or "", i) for i in indices})
+            if resumed and progress_enabled:
+                print(f"resuming {resumed} agents from their journaled steps", file=sys.stderr)
+        return await _execute_batch(
+            task,
+            inputs,
+            indices,
+            backend=backend,
+            model=model,
+            max_inflight=max_inflight,
+            out=out,
+            transcripts=transcripts,
+            progress_enabled=progress_enabled,
+            driver_options=driver_options,
+            batch_options=batch_options,
+            hops_shown=hops_shown,
+            journal=opened,
+        )
+
+
+def _forget(journal: SqliteJournal, indices: Sequence[int]) -> None:
+    """Forget what the journal holds of these inputs (they run again from their start)."""
+    for index in indices:
+        journal.forget(job_run_id(journal.batch_id or "", index))
+
+
+async def _execute_batch(
+    task: Task[Any],
+    inputs: Sequence[Any],
+    indices: Sequence[int],
+    *,
+    backend: str,
+    model: str,
+    max_inflight: int,
+    out: ResultsFile | None,
+    transcripts: bool,
+    progress_enabled: bool,
+    driver_options: dict[str, Any],
+    batch_options: dict[str, Any] | None,
+    hops_shown: bool,
+    journal: SqliteJournal | None,
 ) -> tuple[list[Result], DriverStatistics]:
     results: list[Result] = []
     progress = _Progress(len(inputs), sys.stderr, progress_enabled)
@@ -365,7 +448,7 @@ async def _execute(
                 nursery.start_soon(refresh)
             if hops_shown:  # a Batch API backend's hops (``--backend openai-batch://``)
                 nursery.start_soon(show_hops, driver, sys.stderr)
-            batch_id = new_batch_id()
+            batch_id = new_batch_id() if journal is None else journal.batch_id
             batch_options = dict(batch_options or {})
             if progress.tools is not None and task.tools and "steps" not in batch_options:
                 batch_options["steps"] = progress.tools  # long tools' progress on the line
@@ -374,6 +457,8 @@ async def _execute(
                 inputs,
                 driver=driver,
                 batch_id=batch_id,
+                step_journal=journal,
+                indices=indices,
                 **batch_options,
             ) as stream:
                 async for result in stream:
@@ -381,11 +466,12 @@ async def _execute(
                     progress.done += 1
                     progress.failed += result.status != "ok"
                     if out is not None:
+                        run_id = job_run_id(batch_id or "", result.index)
                         record = ResultRecord.of_result(
                             result,
-                            indices[result.index],
+                            result.index,
                             transcript=transcripts,
-                            cost=_record_cost(driver, job_run_id(batch_id, result.index)),
+                            cost=_record_cost(driver, run_id),
                         )
                         out.write(record.encode() + b"\n")
             nursery.cancel_scope.cancel()
@@ -468,18 +554,34 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.trace:
         check_output_path(Path(args.trace))
         options["trace"] = args.trace
-    if args.retry_failed:
-        if args.force:
-            raise ConfigError(
-                "--retry-failed continues the output; it cannot be combined with --force"
-            )
-        retried = drop_unfinished(out_path)
-        print(f"retrying {retried} failed or cancelled inputs", file=sys.stderr)
-        args.resume = True  # and run the inputs not in the output yet, as --resume does
-    if out_path.exists() and out_path.stat().st_size and not (args.resume or args.force):
+    if args.retry_failed and args.force:
+        raise ConfigError("--retry-failed continues the output; it cannot be combined with --force")
+    continued = args.resume or args.retry_failed
+    if out_path.exists() and out_path.stat().st_size and not (continued or args.force):
         raise ConfigError(
             f"{out_path} exists: pass --resume to continue it or --force to overwrite it"
         )
+    # One process per results file (and journal): taken before anything is changed.
+    lock = FileLock(out_path, "results file")
+    try:
+        return _run_locked(args, task, inputs, out_path, options, lock)
+    finally:
+        lock.release()
+
+
+def _run_locked(  # noqa: PLR0917 - one call site
+    args: argparse.Namespace,
+    task: Task,
+    inputs: list[Any],
+    out_path: Path,
+    options: dict[str, Any],
+    lock: FileLock,
+) -> int:
+    retried: list[int] = []
+    if args.retry_failed:
+        retried = drop_unfinished(out_path, lock)
+        print(f"retrying {len(retried)} failed or cancelled inputs", file=sys.stderr)
+        args.resume = True  # and run the inputs not in the output yet, as --resume does
     if args.queue:
         return _run_queued(args, task, inputs, out_path)
     done: set[int] = set()
@@ -501,6 +603,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
         options["journal"] = str(journal)
         options.update({k: v for k, v in (("gather", args.batch_gather),
                                           ("poll", args.batch_poll)) if v is not None})  # fmt: skip
+    plan = None
+    if not args.no_journal:
+        plan = _JournalPlan(
+            step_journal_of(out_path),
+            fresh=not args.resume,
+            force=args.force,
+            forget=tuple(i for i in retried if 0 <= i < len(inputs)),
+        )
     out = ResultsFile(out_path, "ab" if args.resume else "wb")
     try:
         results, stats = trio.run(
@@ -517,8 +627,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 driver_options=options,
                 batch_options={"timeout": args.timeout, "max_active": args.max_active},
                 hops_shown=is_batch(args.backend) and not args.quiet,
+                journal=plan,
             )
         )
+    except JournalMismatch as exc:
+        raise JournalMismatch(
+            f"{exc}; pass --force to run the unfinished inputs from their start"
+        ) from None
     finally:
         out.close()
     if not args.quiet:
@@ -704,7 +819,17 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run failed and cancelled inputs again, replacing their lines (implies --resume)",
     )
-    run.add_argument("--force", action="store_true", help="overwrite an existing output")
+    run.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite an existing output; with --resume, run the unfinished inputs from their "
+        "start if the journal was written for another task",
+    )
+    run.add_argument(
+        "--no-journal",
+        action="store_true",
+        help="keep no step journal (a resumed run then starts each unfinished input afresh)",
+    )
     run.add_argument("--transcripts", action="store_true", help="include transcripts")
     run.add_argument(
         "--slot-policy",
@@ -814,7 +939,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with cli_logging(progress=args.command == "worker" and not args.quiet):
             code: int = args.handler(args)
-    except (TaskFileError, InputFileError, ConfigError) as exc:
+    except (TaskFileError, InputFileError, ConfigError, JournalError) as exc:
         print(f"agentcore: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except BaseException as exc:
@@ -831,10 +956,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-def _only_config_error(group: BaseExceptionGroup[BaseException]) -> ConfigError | None:
+def _only_config_error(
+    group: BaseExceptionGroup[BaseException],
+) -> ConfigError | JournalError | None:
     while len(group.exceptions) == 1 and isinstance(group.exceptions[0], BaseExceptionGroup):
         group = group.exceptions[0]
-    if len(group.exceptions) == 1 and isinstance(group.exceptions[0], ConfigError):
+    if len(group.exceptions) == 1 and isinstance(group.exceptions[0], ConfigError | JournalError):
         return group.exceptions[0]
     return None
 

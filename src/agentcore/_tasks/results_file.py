@@ -45,6 +45,7 @@ __all__ = [
     "finished_indices",
     "interrupted",
     "split_resumed",
+    "step_journal_of",
 ]
 
 
@@ -268,6 +269,14 @@ class ResultsFile:
             return
         self._file.close()
         self._file = None
+
+
+STEP_JOURNAL_SUFFIX = ".journal"
+
+
+def step_journal_of(results: Path) -> Path:
+    """The step journal kept beside a results file: ``out.jsonl`` -> ``out.jsonl.journal``."""
+    return results.with_name(results.name + STEP_JOURNAL_SUFFIX)
 
 
 def split_resumed(done: Iterable[int], count: int) -> tuple[set[int], list[int]]:

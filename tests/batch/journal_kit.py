@@ -10,6 +10,7 @@ test sees what was computed twice.
 from __future__ import annotations
 
 import collections
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,11 @@ class World:
     ) -> None:
         self.agents = agents
         self.max_inflight = max_inflight
+        self.audit: Path | None = None
+        """A journal to check against: every tool runs after the reply that asked for it is
+        durable there, every request after the outcomes it carries are."""
+        self.early: list[str] = []
+        """What ran before the step it follows was durable in ``audit``."""
         self.requests: collections.Counter[str] = collections.Counter()
         self.executions: collections.Counter[str] = collections.Counter()
         self.model = ScriptedModel(self._reply, latency=model_latency)
@@ -58,6 +64,8 @@ class World:
         async def lookup(ctx: RunContext, term: str) -> str:
             """Look a term up. Args: term: what to look up."""
             executions[ctx.idempotency_key] += 1
+            run, turn, _ = ctx.idempotency_key.split("/")
+            self._check(f"{run}/{turn}", "")
             await trio.sleep(latency)
             return f"found {term}"
 
@@ -67,10 +75,34 @@ class World:
         )
         self.inputs = list(range(agents))
 
+    def _check(self, request_id: str, key: str) -> None:
+        """Note it unless the reply ``request_id`` (``key`` empty) or the tool outcome
+        ``key`` is committed in the audited journal."""
+        if self.audit is None:
+            return
+        conn = sqlite3.connect(f"file:{self.audit}?mode=ro", uri=True)
+        try:
+            run = request_id.rpartition("/")[0]
+            rows = conn.execute("SELECT key, data FROM steps WHERE run = ?", (run,)).fetchall()
+            ended = conn.execute("SELECT 1 FROM ends WHERE run = ?", (run,)).fetchall()
+        finally:
+            conn.close()
+        if ended:
+            return
+        if key:
+            found = any(k == key for k, _ in rows)
+        else:
+            found = any(not k and orjson.loads(d)["request_id"] == request_id for k, d in rows)
+        if not found:
+            self.early.append(key or request_id)
+
     def _reply(self, call: CallModel) -> AssistantMessage | str:
         self.requests[call.request_id] += 1
         run_id, _, turn_text = call.request_id.rpartition("/")
         index, turn = int(run_id.rpartition("-")[2]), int(turn_text)
+        if turn > 0 and turn <= tool_turns(index):
+            for j in range(1 + (index + turn - 1) % 2):
+                self._check(call.request_id, f"{run_id}/{turn - 1}/{j}")
         if turn < tool_turns(index):
             calls = [
                 ToolCall(

@@ -390,7 +390,7 @@ async def _execute(
             )
             _forget(opened, journal.forget)
             resumed = len(opened.runs & {job_run_id(opened.batch_id or "", i) for i in indices})
-            if resumed and progress_enabled:
+            if resumed:
                 print(f"resuming {resumed} agents from their journaled steps", file=sys.stderr)
         return await _execute_batch(
             task,

@@ -1,0 +1,96 @@
+"""A Batch-API run (``--backend openai-batch://``) killed while a hop is in flight resumes from
+its step journal, whose tool results are not computed again: with a tool that returns the
+time, every resumed request has the bytes it had, so the hop in flight is claimed instead of
+being submitted again, and no answer is paid twice. (Without the step journal, the resumed
+agents ran the tool again, got another time, and their requests missed the pending hop.)"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+
+from tests.batch.test_batch_api_backend import _journal, _kill_during_hop, sim_url
+from tests.batch.test_cli import _cli, _records
+
+__all__ = ["sim_url"]  # the fixture, used by name
+
+TOOLS = '''
+import time
+
+import agentcore
+
+
+@agentcore.tool
+def clock(term: str) -> str:
+    """Say when a term was looked at.
+
+    Args:
+        term: the term.
+    """
+    return f"{term} at {time.time():.6f}"
+'''
+
+TASK = """
+name = "clock"
+system = "You note when terms were looked at."
+prompt = "Note the time for the term below.\\n\\nTerm: {term}"
+max_turns = 6
+tools = ["clocktools:clock"]
+
+[output_fields]
+term = "str"
+found = "bool"
+notes = "list[str]"
+"""
+
+AGENTS = 60
+TOOL_TURNS = 3  # the simulator's --tool-rounds (the sim_url fixture)
+
+
+@pytest.mark.parametrize("kind", ["openai"])
+def test_a_killed_batch_api_run_with_a_clock_tool_pays_no_answer_twice(
+    tmp_path: Path, sim_url: str, kind: str
+) -> None:
+    (tmp_path / "clocktools.py").write_text(TOOLS)
+    task = tmp_path / "task.toml"
+    task.write_text(TASK)
+    inputs = tmp_path / "inputs.jsonl"
+    inputs.write_bytes(b"".join(orjson.dumps({"term": f"t{i}"}) + b"\n" for i in range(AGENTS)))
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    out = tmp_path / "out.jsonl"
+    host = sim_url.removesuffix("/v1").removeprefix("http://")
+    base: list[str | Path] = [
+        "run", task, inputs, "-o", out, "--backend", f"{kind}-batch://{host}", "--model", "m",
+        "--batch-poll", "0.1", "--batch-gather", "0.3",
+    ]  # fmt: skip
+
+    _kill_during_hop(_cli(*base), env, out, hop=2)
+    resumed = subprocess.run(
+        _cli(*base, "--resume", "-q"),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    records = _records(out)
+    assert sorted(r["index"] for r in records) == list(range(AGENTS))  # type: ignore[type-var]
+    assert all(r["status"] == "ok" for r in records)
+
+    journal = _journal(out)
+    hops = [r for r in journal if r["t"] == "batch"]
+    created = httpx.get(sim_url + "/batches", timeout=30).json()["data"]
+    # No hop submitted twice: the provider holds exactly the journal's batches ...
+    assert sorted(str(r["id"]) for r in hops) == sorted(str(b["id"]) for b in created)
+    # ... and no answer paid twice: every model request of every agent went into exactly one
+    # batch line (the hop in flight at the kill was claimed, not submitted again).
+    lines = sum(int(b["request_counts"]["total"]) for b in created)
+    assert lines == AGENTS * (TOOL_TURNS + 1)
+    ids = [i for r in journal if r["t"] == "intent" for i in r["ids"]]  # type: ignore[attr-defined]
+    assert len(ids) == len(set(ids)) == AGENTS * (TOOL_TURNS + 1)

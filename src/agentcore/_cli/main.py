@@ -4,7 +4,8 @@ Exit codes (also in ``agentcore --help``):
 
 - 0: every input finished ``ok``;
 - 1: the batch finished, but some inputs failed or were cancelled (their lines say why);
-- 2: nothing was run: bad arguments, task file, input file or backend configuration;
+- 2: nothing was run: bad arguments, task file, input file or backend configuration; or the
+  journal cannot be used (held by another process, another task, a full disk);
 - 130: interrupted (Ctrl-C); every result finished before that is in the output file.
 """
 
@@ -72,7 +73,8 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 _EPILOG = """exit codes:
   0    every input finished ok
   1    the batch finished, but some inputs failed or were cancelled
-  2    nothing was run: bad arguments, task file, input file or backend
+  2    nothing was run: bad arguments, task file, input file or backend;
+       or the journal cannot be used (another process, another task, disk full)
   130  interrupted; results finished before that are in the output
 """
 

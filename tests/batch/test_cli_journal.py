@@ -34,6 +34,10 @@ def lookup(ctx: agentcore.RunContext, term: str) -> str:
     fd = os.open(os.environ["TOOL_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     os.write(fd, (ctx.idempotency_key + "\\n").encode())
     os.close(fd)
+    gate = os.environ.get("TOOL_GATE")
+    deadline = time.monotonic() + 120
+    while gate and not os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.05)  # held until the test opens the gate
     time.sleep(float(os.environ.get("TOOL_SLEEP", "0.2")))
     return "found " + term
 '''
@@ -166,9 +170,9 @@ def test_a_second_run_on_the_same_results_file_is_refused_while_the_first_runs(
     out = tmp_path / "out.jsonl"
     flags = ["--no-journal"] if journal == "no-journal" else []
     base = ["run", task, inputs, "-o", out, "--max-inflight", "2", "-q", *flags]
-    first = subprocess.Popen(
-        _cli(*base), env=_env(tmp_path, "first.log", sleep=4.0), stderr=subprocess.PIPE, text=True
-    )
+    gate = tmp_path / "gate"
+    held = {**_env(tmp_path, "first.log"), "TOOL_GATE": str(gate)}
+    first = subprocess.Popen(_cli(*base), env=held, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
         while not _lines(tmp_path / "first.log") and time.monotonic() < deadline:
@@ -184,6 +188,7 @@ def test_a_second_run_on_the_same_results_file_is_refused_while_the_first_runs(
         assert second.returncode == 2, second.stderr
         assert "in use by another agentcore process" in second.stderr
         assert str(out) in second.stderr
+        gate.touch()  # the first run goes on
         _, stderr = first.communicate(timeout=180)
     finally:
         first.kill()

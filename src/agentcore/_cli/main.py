@@ -362,6 +362,12 @@ class _JournalPlan:
     """Inputs to run again from their start (``--retry-failed``)."""
 
 
+def _forget(journal: SqliteJournal, indices: Sequence[int]) -> None:
+    """Forget what the journal holds of these inputs (they run again from their start)."""
+    for index in indices:
+        journal.forget(job_run_id(journal.batch_id or "", index))
+
+
 async def _execute(
     task: Task[Any, Any],
     inputs: Sequence[Any],
@@ -394,93 +400,54 @@ async def _execute(
             resumed = len(opened.runs & {job_run_id(opened.batch_id or "", i) for i in indices})
             if resumed:
                 print(f"resuming {resumed} agents from their journaled steps", file=sys.stderr)
-        return await _execute_batch(
-            task,
-            inputs,
-            indices,
-            backend=backend,
-            model=model,
-            max_inflight=max_inflight,
-            out=out,
-            transcripts=transcripts,
-            progress_enabled=progress_enabled,
-            driver_options=driver_options,
-            batch_options=batch_options,
-            hops_shown=hops_shown,
-            journal=opened,
-        )
+        results: list[Result] = []
+        progress = _Progress(len(inputs), sys.stderr, progress_enabled)
+        options = {"slot_policy": BATCH_SLOT_POLICY, **driver_options}
+        async with open_driver(
+            backend, model=model, max_inflight=max_inflight, tools=task.tools, **options
+        ) as driver:
+            async with trio.open_nursery() as nursery:
+                if progress_enabled:
 
+                    async def refresh() -> None:
+                        while True:
+                            progress.show(driver.statistics())
+                            await trio.sleep(0.25)
 
-def _forget(journal: SqliteJournal, indices: Sequence[int]) -> None:
-    """Forget what the journal holds of these inputs (they run again from their start)."""
-    for index in indices:
-        journal.forget(job_run_id(journal.batch_id or "", index))
-
-
-async def _execute_batch(
-    task: Task[Any],
-    inputs: Sequence[Any],
-    indices: Sequence[int],
-    *,
-    backend: str,
-    model: str,
-    max_inflight: int,
-    out: ResultsFile | None,
-    transcripts: bool,
-    progress_enabled: bool,
-    driver_options: dict[str, Any],
-    batch_options: dict[str, Any] | None,
-    hops_shown: bool,
-    journal: SqliteJournal | None,
-) -> tuple[list[Result], DriverStatistics]:
-    results: list[Result] = []
-    progress = _Progress(len(inputs), sys.stderr, progress_enabled)
-    options = {"slot_policy": BATCH_SLOT_POLICY, **driver_options}
-    async with open_driver(
-        backend, model=model, max_inflight=max_inflight, tools=task.tools, **options
-    ) as driver:
-        async with trio.open_nursery() as nursery:
-            if progress_enabled:
-
-                async def refresh() -> None:
-                    while True:
-                        progress.show(driver.statistics())
-                        await trio.sleep(0.25)
-
-                nursery.start_soon(refresh)
-            if hops_shown:  # a Batch API backend's hops (``--backend openai-batch://``)
-                nursery.start_soon(show_hops, driver, sys.stderr)
-            batch_id = new_batch_id() if journal is None else journal.batch_id
-            batch_options = dict(batch_options or {})
-            if progress.tools is not None and task.tools and "steps" not in batch_options:
-                batch_options["steps"] = progress.tools  # long tools' progress on the line
-            async with open_batch(
-                task,
-                inputs,
-                driver=driver,
-                batch_id=batch_id,
-                step_journal=journal,
-                indices=indices,
-                **batch_options,
-            ) as stream:
-                async for result in stream:
-                    results.append(result)
-                    progress.done += 1
-                    progress.failed += result.status != "ok"
-                    if out is not None:
-                        run_id = job_run_id(batch_id or "", result.index)
-                        record = ResultRecord.of_result(
-                            result,
-                            result.index,
-                            transcript=transcripts,
-                            cost=_record_cost(driver, run_id),
-                        )
-                        out.write(record.encode() + b"\n")
-            nursery.cancel_scope.cancel()
-        stats = driver.statistics()
-    progress.show(stats)
-    progress.close()
-    return results, stats
+                    nursery.start_soon(refresh)
+                if hops_shown:  # a Batch API backend's hops (``--backend openai-batch://``)
+                    nursery.start_soon(show_hops, driver, sys.stderr)
+                batch_id = new_batch_id() if opened is None else opened.batch_id
+                batch_options = dict(batch_options or {})
+                if progress.tools is not None and task.tools and "steps" not in batch_options:
+                    batch_options["steps"] = progress.tools  # long tools' progress on the line
+                async with open_batch(
+                    task,
+                    inputs,
+                    driver=driver,
+                    batch_id=batch_id,
+                    step_journal=opened,
+                    indices=indices,
+                    **batch_options,
+                ) as stream:
+                    async for result in stream:
+                        results.append(result)
+                        progress.done += 1
+                        progress.failed += result.status != "ok"
+                        if out is not None:
+                            run_id = job_run_id(batch_id or "", result.index)
+                            record = ResultRecord.of_result(
+                                result,
+                                result.index,
+                                transcript=transcripts,
+                                cost=_record_cost(driver, run_id),
+                            )
+                            out.write(record.encode() + b"\n")
+                nursery.cancel_scope.cancel()
+            stats = driver.statistics()
+        progress.show(stats)
+        progress.close()
+        return results, stats
 
 
 def _driver_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -9,12 +9,13 @@ result at its end (see :mod:`agentcore._core.journal` for what a journal holds).
 - :func:`journal_end` compacts the run to its result before the result is handed on (by the
   run's own task, so runs ending together wait for one commit together, not in a line).
 - :func:`encode_result` / :func:`decode_result`: a run's :class:`~agentcore.Result` as the
-  journal keeps it (``agentcore.core.dumps``; the output in its JSON form, structured again
-  into the output type when read).
+  journal keeps it (``agentcore.core.dumps``, compressed with zlib; the output in its JSON
+  form, structured again into the output type when read).
 """
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 import attrs
@@ -76,8 +77,9 @@ async def journal_end(run: Run, result: Result[Any]) -> None:
 
 
 def encode_result(result: Result[Any]) -> bytes:
-    """A run's result as its journal keeps it."""
-    return dumps(attrs.evolve(result, output=json_value(result.output)))
+    """A run's result as its journal keeps it (compressed: a transcript repeats the task's
+    system prompt and output schema, and its turns repeat each other)."""
+    return zlib.compress(dumps(attrs.evolve(result, output=json_value(result.output))), 1)
 
 
 def decode_result(data: bytes, output: type[Any] | None, where: str) -> Result[Any]:
@@ -88,10 +90,10 @@ def decode_result(data: bytes, output: type[Any] | None, where: str) -> Result[A
             (``where`` names the journal and the run).
     """
     try:
-        result: Result[Any] = loads(data, Result[Any])
+        result: Result[Any] = loads(zlib.decompress(data), Result[Any])
         if output is not None and result.status == "ok":
             result = attrs.evolve(result, output=structure(result.output, output))
-    except (DecodeError, ValidationFailed) as exc:
+    except (DecodeError, ValidationFailed, zlib.error) as exc:
         problem = f"{where}: the journaled result does not fit the task: {exc}"
         raise JournalMismatch(problem) from None
     return result

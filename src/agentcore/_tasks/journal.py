@@ -13,7 +13,8 @@ step costs the bytes of its own reply or tool result, never the transcript so fa
   idempotency key) of a live run, the event as ``agentcore.core.dumps`` writes it, clustered
   by run;
 - ``ends``: one row per finished run, its result; the run's steps are deleted in the same
-  transaction (the journal of a finished agent is compacted to its result).
+  transaction (the journal of a finished agent is compacted to its result). The pages they
+  held are given back to the file system when the journal is closed (incremental vacuum).
 
 Writes are appended, in order, to a list in memory and returned from at once; one task of
 the journal's nursery commits them in groups: at most once per :data:`COMMIT_EVERY` seconds,
@@ -288,6 +289,7 @@ class SqliteJournal:
     def _close(self) -> None:
         with contextlib.suppress(sqlite3.Error):
             if self._failed is None:
+                self._conn.execute("PRAGMA incremental_vacuum")
                 self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         with contextlib.suppress(sqlite3.Error):
             self._conn.close()
@@ -312,6 +314,9 @@ def _journal_error(path: Path, exc: sqlite3.Error, doing: str) -> JournalError:
 def _connect(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     try:
+        # Pages freed by compaction go back to the file system on close (a new file only:
+        # the mode of an existing one is kept).
+        conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
         mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()
         if mode is None or str(mode[0]).lower() != "wal":
             raise JournalError(f"{path}: SQLite refused WAL mode (journal_mode={mode})")

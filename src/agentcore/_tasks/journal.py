@@ -10,8 +10,8 @@ step costs the bytes of its own reply or tool result, never the transcript so fa
 - ``meta``: the format version (:data:`~agentcore._core.journal.JOURNAL_FORMAT`), the task's
   description (:func:`~agentcore._tasks.fingerprint.task_description`) and the batch id;
 - ``steps``: one row per reply (``key`` empty) or tool outcome (``key``: the call's
-  idempotency key) of a live run, the event as ``agentcore.core.dumps`` writes it, clustered
-  by run;
+  idempotency key) of a live run, in the order they were written, the event as
+  ``agentcore.core.dumps`` writes it (indexed by run);
 - ``ends``: one row per finished run, its result; the run's steps are deleted in the same
   transaction (the journal of a finished agent is compacted to its result). The pages they
   held are given back to the file system when the journal is closed (incremental vacuum).
@@ -65,9 +65,12 @@ durable, and 1 / the transactions per second)."""
 
 _SCHEMA: Final = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS steps (run TEXT NOT NULL, seq INTEGER NOT NULL, "
-    "key TEXT NOT NULL, data BLOB NOT NULL, PRIMARY KEY (run, seq)) WITHOUT ROWID",
-    "CREATE TABLE IF NOT EXISTS ends (run TEXT PRIMARY KEY, data BLOB NOT NULL) WITHOUT ROWID",
+    # Rowid tables: their rows (a step's event, a result) are too large for WITHOUT ROWID,
+    # which would give many of them an overflow page each.
+    "CREATE TABLE IF NOT EXISTS steps (seq INTEGER PRIMARY KEY, run TEXT NOT NULL, "
+    "key TEXT NOT NULL, data BLOB NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS steps_of_run ON steps (run)",
+    "CREATE TABLE IF NOT EXISTS ends (run TEXT PRIMARY KEY, data BLOB NOT NULL)",
 )
 
 _GOES_ON: Final = frozenset({RunState.AWAITING_MODEL, RunState.AWAITING_TOOLS})
@@ -256,13 +259,13 @@ class SqliteJournal:
     def _write(self, batch: list[tuple[str, str, int, str, bytes]]) -> None:
         """One transaction (in a worker thread)."""
         conn = self._conn
-        steps: list[tuple[str, int, str, bytes]] = []
+        steps: list[tuple[int, str, str, bytes]] = []
         size = ends = 0
         try:
             conn.execute("BEGIN IMMEDIATE")
             for kind, run, seq, key, data in batch:
                 if kind == "step":
-                    steps.append((run, seq, key, data))
+                    steps.append((seq, run, key, data))
                     size += len(data)
                     continue
                 if steps:
@@ -420,8 +423,8 @@ def _open(  # noqa: PLR0917 - private, one call site
             _reset(conn, meta)
         rows: dict[str, list[tuple[str, bytes]]] = {}
         last = 0
-        for run, seq, key, data in conn.execute(
-            "SELECT run, seq, key, data FROM steps ORDER BY run, seq"
+        for seq, run, key, data in conn.execute(
+            "SELECT seq, run, key, data FROM steps ORDER BY seq"
         ):
             rows.setdefault(run, []).append((key, bytes(data)))
             last = max(last, seq)

@@ -7,7 +7,6 @@ agents ran the tool again, got another time, and their requests missed the pendi
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import httpx
@@ -15,7 +14,8 @@ import orjson
 import pytest
 
 from tests.batch.test_batch_api_backend import _journal, _kill_during_hop, sim_url
-from tests.batch.test_cli import _cli, _records
+from tests.batch.test_cli import _cli
+from tests.batch.test_cli_journal import every_input_ok_once, run_cli
 
 __all__ = ["sim_url"]  # the fixture, used by name
 
@@ -70,18 +70,9 @@ def test_a_killed_batch_api_run_with_a_clock_tool_pays_no_answer_twice(
     ]  # fmt: skip
 
     _kill_during_hop(_cli(*base), env, out, hop=2)
-    resumed = subprocess.run(
-        _cli(*base, "--resume", "-q"),
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    resumed = run_cli(*base, "--resume", "-q", env=env)
     assert resumed.returncode == 0, resumed.stderr
-    records = _records(out)
-    assert sorted(r["index"] for r in records) == list(range(AGENTS))  # type: ignore[type-var]
-    assert all(r["status"] == "ok" for r in records)
+    every_input_ok_once(out, AGENTS)
 
     journal = _journal(out)
     hops = [r for r in journal if r["t"] == "batch"]

@@ -71,6 +71,21 @@ def _env(tmp_path: Path, log: str, sleep: float = 0.2) -> dict[str, str]:
             "TOOL_SLEEP": str(sleep)}  # fmt: skip
 
 
+def run_cli(*args: str | Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``agentcore ARGS`` to its end, its output captured."""
+    return subprocess.run(
+        _cli(*args), env=env, capture_output=True, text=True, timeout=180, check=False
+    )
+
+
+def every_input_ok_once(out: Path, count: int) -> list[dict[str, object]]:
+    """The records of ``out``, checked: each of ``count`` inputs once, every one ``ok``."""
+    records = _records(out)
+    assert sorted(r["index"] for r in records) == list(range(count))  # type: ignore[type-var]
+    assert all(r["status"] == "ok" for r in records)
+    return records
+
+
 def _query(path: Path, sql: str) -> list[tuple[object, ...]]:
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
@@ -117,18 +132,11 @@ def test_a_killed_run_resumes_each_agent_at_its_last_journaled_step(tmp_path: Pa
     written = {r["index"] for r in _records(out) if out.read_bytes().endswith(b"\n")}
     assert tools_done and replies_done
 
-    resumed = subprocess.run(
-        _cli(*base, "--resume", "--trace", tmp_path / "second.json"),
-        env=_env(tmp_path, "second.log"),
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
+    resumed = run_cli(
+        *base, "--resume", "--trace", tmp_path / "second.json", env=_env(tmp_path, "second.log")
     )
     assert resumed.returncode == 0, resumed.stderr
-    records = _records(out)
-    assert sorted(r["index"] for r in records) == list(range(40))  # type: ignore[type-var]
-    assert all(r["status"] == "ok" for r in records)
+    records = every_input_ok_once(out, 40)
     # Nothing the journal held was computed again: no journaled tool result, no journaled
     # reply, no agent whose end was journaled.
     again = _lines(tmp_path / "second.log")
@@ -146,14 +154,10 @@ def test_a_killed_run_resumes_each_agent_at_its_last_journaled_step(tmp_path: Pa
 
     # The same task run uninterrupted gives the same outputs.
     fresh = tmp_path / "fresh.jsonl"
-    whole = subprocess.run(
-        _cli("run", task, inputs, "-o", fresh, "--max-inflight", "4", "-q"),
+    whole = run_cli(
+        "run", task, inputs, "-o", fresh, "--max-inflight", "4", "-q",
         env=_env(tmp_path, "fresh.log"),
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    )  # fmt: skip
     assert whole.returncode == 0, whole.stderr
     expected = {r["index"]: r["output"] for r in _records(fresh)}
     assert {r["index"]: r["output"] for r in records} == expected
@@ -177,14 +181,7 @@ def test_a_second_run_on_the_same_results_file_is_refused_while_the_first_runs(
         deadline = time.monotonic() + 60
         while not _lines(tmp_path / "first.log") and time.monotonic() < deadline:
             time.sleep(0.05)
-        second = subprocess.run(
-            _cli(*base, "--resume"),
-            env=_env(tmp_path, "second.log"),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        second = run_cli(*base, "--resume", env=_env(tmp_path, "second.log"))
         assert second.returncode == 2, second.stderr
         assert "in use by another agentcore process" in second.stderr
         assert str(out) in second.stderr
@@ -207,24 +204,13 @@ def test_resuming_with_another_task_is_refused_naming_what_changed_unless_forced
     out = tmp_path / "out.jsonl"
     env = _env(tmp_path, "tools.log", sleep=0.0)
     base = ["run", task, inputs, "-o", out, "-q"]
-    done = subprocess.run(
-        _cli(*base), env=env, capture_output=True, text=True, timeout=120, check=False
-    )
+    done = run_cli(*base, env=env)
     assert done.returncode == 0, done.stderr
     task.write_text(TASK.replace("Look up the term below", "Find the term below"))
-    refused = subprocess.run(
-        _cli(*base, "--resume"), env=env, capture_output=True, text=True, timeout=120, check=False
-    )
+    refused = run_cli(*base, "--resume", env=env)
     assert refused.returncode == 2
     assert "written for another task: prompt changed" in refused.stderr
     assert "--force" in refused.stderr
-    forced = subprocess.run(
-        _cli(*base, "--resume", "--force"),
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    forced = run_cli(*base, "--resume", "--force", env=env)
     assert forced.returncode == 0, forced.stderr
     assert len(_records(out)) == 3  # every input was done: nothing ran again

@@ -100,6 +100,18 @@ plan_task = agentcore.Task(prompt="List the parts of: {input}", output=list[str]
 map_task = agentcore.Task(prompt="Describe the part {item} of {input}")
 reduce_task = agentcore.Task(prompt="Sum up {answers} ({failed} failed) for {input}")
 question = "a bicycle"
+
+@agentcore.tool
+def lookup(order: str) -> str:
+    '''Look an order up. Args: order: the order id.'''
+    return order + ": shipped"
+
+@agentcore.tool
+def refund(order: str) -> str:
+    '''Refund an order. Args: order: the order id.'''
+    return order + ": refunded"
+
+ticket_text = "Order 4711 never arrived."
 """,
     "driver.md": """
 import agentcore
@@ -159,6 +171,19 @@ def sandbox_for(task):
     return _Sandbox(task)
 
 tasks = ["fix-parser", "add-cache"]
+
+@attrs.frozen
+class _Refund:
+    id: str
+    cents: int
+
+class Payments:
+    def __init__(self):
+        self.refunds = {}
+
+    async def refund(self, order, cents, idempotency_key):
+        await trio.sleep(0)
+        return self.refunds.setdefault(idempotency_key, _Refund(f"re-{len(self.refunds)}", cents))
 
 async def run_epoch():
     await trio.sleep(0)

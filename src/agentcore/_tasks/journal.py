@@ -292,7 +292,8 @@ class SqliteJournal:
     def _close(self) -> None:
         with contextlib.suppress(sqlite3.Error):
             if self._failed is None:
-                self._conn.execute("PRAGMA incremental_vacuum")
+                # executescript steps the pragma to its end; execute would free one page.
+                self._conn.executescript("PRAGMA incremental_vacuum;")
                 self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         with contextlib.suppress(sqlite3.Error):
             self._conn.close()

@@ -65,12 +65,20 @@ def sim_url(request: pytest.FixtureRequest) -> Iterator[str]:
         yield url
 
 
-def _folder(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
-    (tmp_path / "batchtools.py").write_text(TOOLS)
+def _folder(
+    tmp_path: Path,
+    module: str = "batchtools",
+    tools: str = TOOLS,
+    text: str = TASK,
+    agents: int = AGENTS,
+) -> tuple[Path, Path, dict[str, str]]:
+    """A task folder: its tools module, ``task.toml``, the inputs and an environment that
+    imports the tools."""
+    (tmp_path / f"{module}.py").write_text(tools)
     task = tmp_path / "task.toml"
-    task.write_text(TASK)
+    task.write_text(text)
     inputs = tmp_path / "inputs.jsonl"
-    inputs.write_bytes(b"".join(orjson.dumps({"term": f"t{i}"}) + b"\n" for i in range(AGENTS)))
+    inputs.write_bytes(b"".join(orjson.dumps({"term": f"t{i}"}) + b"\n" for i in range(agents)))
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     return task, inputs, env
 

@@ -6,14 +6,12 @@ agents ran the tool again, got another time, and their requests missed the pendi
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import httpx
-import orjson
 import pytest
 
-from tests.batch.test_batch_api_backend import _journal, _kill_during_hop, sim_url
+from tests.batch.test_batch_api_backend import _folder, _journal, _kill_during_hop, sim_url
 from tests.batch.test_cli import _cli
 from tests.batch.test_cli_journal import every_input_ok_once, run_cli
 
@@ -56,12 +54,7 @@ TOOL_TURNS = 3  # the simulator's --tool-rounds (the sim_url fixture)
 def test_a_killed_batch_api_run_with_a_clock_tool_pays_no_answer_twice(
     tmp_path: Path, sim_url: str, kind: str
 ) -> None:
-    (tmp_path / "clocktools.py").write_text(TOOLS)
-    task = tmp_path / "task.toml"
-    task.write_text(TASK)
-    inputs = tmp_path / "inputs.jsonl"
-    inputs.write_bytes(b"".join(orjson.dumps({"term": f"t{i}"}) + b"\n" for i in range(AGENTS)))
-    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    task, inputs, env = _folder(tmp_path, "clocktools", TOOLS, TASK, AGENTS)
     out = tmp_path / "out.jsonl"
     host = sim_url.removesuffix("/v1").removeprefix("http://")
     base: list[str | Path] = [

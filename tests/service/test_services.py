@@ -4,14 +4,17 @@ examples/service_trio.py (hypercorn, trio, one shared driver) and examples/servi
 
 from __future__ import annotations
 
+import http.client
 import os
 import re
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +79,89 @@ class Server:
                 self.process.wait(timeout=15)
         self.listener.close()
 
+    def close(self) -> None:
+        """Stop the service and close its output."""
+        self.stop()
+        assert self.process.stdout is not None
+        self.process.stdout.close()
+
+
+HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
+
+
+class Gate:
+    """An HTTP proxy in front of the simulator that forwards every request, except that it
+    holds the model requests of the run about record ``gone`` until :meth:`open` is called.
+
+    ``held`` is set once such a request arrives: that run is then surely under way and cannot
+    end before the gate opens, whatever the machine's load, so a client can leave it without
+    racing its end."""
+
+    def __init__(self, target: str) -> None:
+        self.held = threading.Event()
+        self.opened = threading.Event()
+        self.opened.set()
+        where = target.split("//", 1)[1].split("/", 1)[0]
+        host, port = where.rsplit(":", 1)
+        gate = self
+
+        class Forward(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            upstream: http.client.HTTPConnection | None = None
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                if b"record gone" in body:
+                    gate.held.set()
+                    gate.opened.wait(120)
+                if self.upstream is None:
+                    self.upstream = http.client.HTTPConnection(host, int(port), timeout=120)
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
+                self.upstream.request(self.command, self.path, body, headers)
+                reply = self.upstream.getresponse()
+                data = reply.read()
+                try:
+                    self.send_response(reply.status)
+                    for key, value in reply.getheaders():
+                        if key.lower() not in HOP_BY_HOP:
+                            self.send_header(key, value)
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:  # the service left (a held run it cancelled)
+                    self.close_connection = True
+
+            do_GET = do_POST
+
+            def finish(self) -> None:
+                if self.upstream is not None:
+                    self.upstream.close()
+                super().finish()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Forward)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}" + target.split(where, 1)[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def arm(self) -> None:
+        """Hold the next model requests about ``gone``."""
+        self.opened.clear()
+        self.held.clear()
+
+    def open(self) -> None:
+        """Let held requests (and later ones about ``gone``) through."""
+        self.opened.set()
+
+    def close(self) -> None:
+        self.open()
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=30)
+
 
 @pytest.fixture(scope="module")
 def sim_url() -> Iterator[str]:
@@ -92,19 +178,26 @@ def sim_url() -> Iterator[str]:
         process.stdout.close()
 
 
+@pytest.fixture(scope="module")
+def gate(sim_url: str) -> Iterator[Gate]:
+    gate = Gate(sim_url)
+    try:
+        yield gate
+    finally:
+        gate.close()
+
+
 @pytest.fixture(scope="module", params=["trio", "fastapi"])
-def service(request: pytest.FixtureRequest, sim_url: str) -> Iterator[tuple[str, Server]]:
+def service(request: pytest.FixtureRequest, gate: Gate) -> Iterator[tuple[str, Server]]:
     if request.param == "trio":
-        argv = [sys.executable, "examples/service_trio.py", "--backend", "sim://"]
+        argv = [sys.executable, "examples/service_trio.py", "--backend", gate.url]
     else:
-        argv = [sys.executable, "examples/service_fastapi.py", "--backend", sim_url]
+        argv = [sys.executable, "examples/service_fastapi.py", "--backend", gate.url]
     server = Server(argv)
     try:
         yield request.param, server
     finally:
-        server.stop()
-        assert server.process.stdout is not None
-        server.process.stdout.close()
+        server.close()
 
 
 async def stats(client: httpx.AsyncClient) -> dict[str, Any]:
@@ -143,27 +236,39 @@ async def test_a_hundred_concurrent_runs_all_succeed(service: tuple[str, Server]
 
 @pytest.mark.parametrize("route", ["/runs", "/runs/stream"])
 async def test_a_client_that_disconnects_cancels_only_its_own_agent(
-    service: tuple[str, Server], route: str
+    service: tuple[str, Server], gate: Gate, route: str
 ) -> None:
     _, server = service
-    async with httpx.AsyncClient(base_url=server.url, timeout=120) as client:
-        before = (await stats(client))["service"]
-        kept: list[httpx.Response] = []
+    gate.arm()  # the run about "gone" cannot end before the client has left
+    try:
+        async with httpx.AsyncClient(base_url=server.url, timeout=120) as client:
+            before = (await stats(client))["service"]
+            kept: list[httpx.Response] = []
 
-        async def stays(i: int) -> None:
-            kept.append(await client.post("/runs", json={"inputs": {"record": f"k{i}"}}))
+            async def stays(i: int) -> None:
+                kept.append(await client.post("/runs", json={"inputs": {"record": f"k{i}"}}))
 
-        async with trio.open_nursery() as nursery:
-            for i in range(3):
-                nursery.start_soon(stays, i)
-            with trio.move_on_after(0.5):  # the runs are inside their 1 s tool call by then
-                async with client.stream("POST", route, json={"inputs": {"record": "gone"}}) as r:
-                    async for _ in r.aiter_bytes():
-                        pass
-                raise AssertionError("the run ended before the client left")
-        with trio.fail_after(30):
-            while (now := (await stats(client))["service"])["active"]:
-                await trio.sleep(0.1)
+            async with trio.open_nursery() as nursery:
+                for i in range(3):
+                    nursery.start_soon(stays, i)
+                with trio.CancelScope() as leave:
+
+                    async def when_held() -> None:
+                        await trio.to_thread.run_sync(gate.held.wait, 60, abandon_on_cancel=True)
+                        leave.cancel()  # its model request is held: the run is under way
+
+                    nursery.start_soon(when_held)
+                    body = {"inputs": {"record": "gone"}}
+                    async with client.stream("POST", route, json=body) as r:
+                        async for _ in r.aiter_bytes():
+                            pass
+                    raise AssertionError("the run ended before the client left")
+            assert gate.held.is_set()
+            with trio.fail_after(30):
+                while (now := (await stats(client))["service"])["active"]:
+                    await trio.sleep(0.1)
+    finally:
+        gate.open()
     assert [r.json()["status"] for r in kept] == ["ok"] * 3
     assert now["disconnected"] - before["disconnected"] == 1
     assert now["served"] - before["served"] == 3
@@ -193,7 +298,27 @@ DOCUMENTED_PORTS = {"8080": "trio", "8081": "fastapi"}
 
 
 async def test_the_documented_curl_calls_work(service: tuple[str, Server]) -> None:
-    kind, server = service
+    await documented_calls_work(*service)
+
+
+@pytest.fixture
+def embedded_trio_service() -> Iterator[Server]:
+    """The trio service as docs/services.md starts it: its embedded ``sim://`` backend."""
+    server = Server([sys.executable, "examples/service_trio.py"])
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+async def test_the_documented_calls_work_on_the_trio_services_embedded_simulator(
+    embedded_trio_service: Server,
+) -> None:
+    await documented_calls_work("trio", embedded_trio_service)
+
+
+async def documented_calls_work(kind: str, server: Server) -> None:
+    """The curl calls docs/services.md shows for ``kind`` answer 200 and an ``ok`` result."""
     text = (ROOT / "docs" / "services.md").read_text()
     calls = [
         (path, body)

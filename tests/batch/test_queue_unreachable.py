@@ -1,10 +1,11 @@
 """A distributed batch whose Redis server is not there: one line naming the address, soon.
 
-No server is needed: a free port refuses connections. The time limits are generous for a
-loaded two-core machine (the connection is tried for ``CONNECT_FOR`` = 1 s) but far below
-the 10 s and more it took before. They time the connection, not the first import of the
-client library (0.3 to 0.7 s alone, more on a machine running the suite's workers): each test
-imports it before its clock starts.
+No server is needed: a free port refuses connections, and a listening socket whose accept
+queue is full answers nothing (the kernel drops the connection attempts). The time limits
+are generous for a loaded two-core machine (the connection is tried for ``CONNECT_FOR`` =
+1 s) but far below the 10 s and more it took before. They time the connection, not the first
+import of the client library (0.3 to 0.7 s alone, more on a machine running the suite's
+workers): each test imports it before its clock starts.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 from agentcore import ConfigError
 from agentcore._cli.main import main
 from agentcore._distributed.address import QueueAddress
-from agentcore._distributed.connection import _glide, open_connection
+from agentcore._distributed.connection import _glide, _unreachable, open_connection
 from tests.extras import skip_without
 
 skip_without("glide", reason="needs valkey-glide")  # the client; no server is needed
@@ -30,19 +31,50 @@ def _refusing_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def test_a_refused_port_fails_within_two_seconds_naming_the_address() -> None:
-    port = _refusing_port()
+async def _refusal(port: int) -> tuple[str, float]:
+    """The error opening a connection to ``port`` raised, and the seconds it took."""
     address = QueueAddress.parse(f"redis://127.0.0.1:{port}/b1")
     _glide()
     started = time.monotonic()
     with pytest.raises(ConfigError) as caught:
         async with open_connection(address):
             pass
-    assert time.monotonic() - started < 2.0
-    assert str(caught.value) == (
+    return str(caught.value), time.monotonic() - started
+
+
+async def test_a_refused_port_fails_within_two_seconds_naming_the_address() -> None:
+    port = _refusing_port()
+    error, seconds = await _refusal(port)
+    assert seconds < 2.0
+    assert error == (
         f"cannot connect to the Redis server at 127.0.0.1:{port} "
         f"(redis://127.0.0.1:{port}/b1): Connection refused"
     )
+
+
+async def test_a_port_where_nothing_answers_fails_within_two_seconds_naming_the_address() -> None:
+    with socket.socket() as listener, socket.socket() as queued:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)  # one connection waits to be accepted; the next gets no answer
+        port = int(listener.getsockname()[1])
+        queued.connect(("127.0.0.1", port))
+        error, seconds = await _refusal(port)
+    assert seconds < 2.0
+    assert error.startswith(
+        f"cannot connect to the Redis server at 127.0.0.1:{port} "
+        f"(redis://127.0.0.1:{port}/b1): no answer within "
+    )
+
+
+async def test_an_accepted_connection_counts_though_the_process_looked_after_its_deadline() -> None:
+    # A deadline of 0 is one this process passes before it looks (what a loaded machine does
+    # to a process that is not scheduled): the kernel has accepted the connection meanwhile.
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        port = int(listener.getsockname()[1])
+        assert await _unreachable("127.0.0.1", port, 0.0) is None
+    assert await _unreachable("127.0.0.1", port, 0.0) == "Connection refused"
 
 
 def test_agentcore_worker_on_a_refused_port_prints_one_line_and_exits_2(

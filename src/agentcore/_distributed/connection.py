@@ -11,11 +11,16 @@ out`` for a port that refused. What matters is said by agentcore instead, throug
 exceptions and the ``agentcore.distributed`` logger. Opening a connection first checks with a
 plain TCP connect that something listens at the address, so a wrong address fails within
 :data:`CONNECT_FOR` seconds with one error naming the address and the real cause
-(``Connection refused``).
+(``Connection refused``). Once the server has accepted a TCP connection it is there, and the
+client's handshake is waited for up to :data:`HANDSHAKE_FOR` seconds: a server slow to
+answer (a loaded machine) is not reported as absent. Whether a connection was accepted is
+asked of the kernel, so a process that ran late past its deadline does not count a
+connection the server accepted in time as unanswered.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import importlib
 import os
@@ -34,6 +39,7 @@ T = TypeVar("T")
 
 __all__ = [
     "CONNECT_FOR",
+    "HANDSHAKE_FOR",
     "Connection",
     "ServerError",
     "is_server_error",
@@ -53,7 +59,11 @@ class ServerError(Exception):
 CONNECT_FOR = 1.0
 """Seconds a new connection is tried for (a pause of 0.25 s between tries) before the server
 counts as unreachable: a server restarting on its port refuses for a moment, a wrong address
-refuses for good."""
+refuses for good, an address where nothing answers never accepts."""
+
+HANDSHAKE_FOR = 30.0
+"""Seconds the client's handshake is tried for once the server has accepted a TCP
+connection: a server that is there but slow to answer is waited for."""
 
 
 @functools.cache
@@ -145,22 +155,39 @@ def _arg(value: str | int | bytes) -> str | bytes:
 
 
 async def _unreachable(host: str, port: int, timeout: float) -> str | None:
-    """Why no TCP connection to ``host:port`` opens within ``timeout`` seconds (``None``: one
-    did, and was closed again)."""
-    with trio.move_on_after(timeout):
-        try:
-            stream = await trio.open_tcp_stream(host, port)
-        except OSError as exc:  # refused, no route, an unknown host name
-            causes = [exc, exc.__cause__, *getattr(exc.__cause__, "exceptions", ())]
-            for cause in causes:
-                if isinstance(cause, socket.gaierror):
-                    return f"unknown host ({cause.strerror})"
-                if isinstance(cause, OSError) and cause.errno:
-                    return os.strerror(cause.errno)
-            return str(exc)
-        await stream.aclose()
-        return None
-    return f"no answer within {timeout:g} s"
+    """Why no TCP connection to ``host:port`` is accepted within ``timeout`` seconds
+    (``None``: one was, and was closed again). The kernel is asked at the deadline whether
+    the connection is established: a process not scheduled until after its deadline (a
+    loaded machine) must not take a connection accepted in time for no answer."""
+    deadline = trio.current_time() + timeout
+    problem = silent = f"no answer within {timeout:g} s"
+    found = []
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
+    except socket.gaierror:  # a name: the resolver answers within the deadline
+        with trio.move_on_at(deadline):
+            try:
+                found = await trio.socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            except socket.gaierror as exc:
+                return f"unknown host ({exc.strerror})"
+    for family, kind, proto, _, where in found:
+        with socket.socket(family, kind, proto) as sock:
+            sock.setblocking(False)
+            error = sock.connect_ex(where)
+            if error == errno.EINPROGRESS:
+                with trio.move_on_at(deadline):
+                    await trio.lowlevel.wait_writable(sock)
+                error = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if error:
+                problem = os.strerror(error)
+                continue
+            try:
+                sock.getpeername()
+            except OSError:  # still waiting for the server's answer
+                problem = silent
+                continue
+            return None
+    return problem
 
 
 @asynccontextmanager
@@ -171,7 +198,8 @@ async def open_connection(
     timeout_ms: int = 5000,
     connect_for: float = CONNECT_FOR,
 ) -> AsyncIterator[Connection]:
-    """Open a client to ``address`` (trying for ``connect_for`` seconds); closed on exit.
+    """Open a client to ``address``; closed on exit. The server is tried for ``connect_for``
+    seconds until it accepts a TCP connection, then its handshake for :data:`HANDSHAKE_FOR`.
 
     Raises:
         ConfigError: valkey-glide is not installed, or the server cannot be reached (one
@@ -184,11 +212,16 @@ async def open_connection(
         client_name=name,
     )
     # A server restarting (a crash, a failover) refuses connections for a moment: retry.
+    # Once it has accepted one, it is there: its handshake gets ``HANDSHAKE_FOR``.
     deadline = trio.current_time() + connect_for
+    accepted = False
     while True:
         left = max(0.1, deadline - trio.current_time())
         problem = await _unreachable(address.host, address.port, left)
         if problem is None:
+            if not accepted:
+                accepted = True
+                deadline = max(deadline, trio.current_time() + HANDSHAKE_FOR)
             try:
                 client = await glide.GlideClient.create(config)
                 break

@@ -28,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -561,3 +562,39 @@ def peer_python(name: str) -> Path:
     if subprocess.run(check, capture_output=True, check=False).returncode != 0:
         raise RuntimeError(f"{requirement} was installed but does not import")
     return python
+
+
+def vllm_metrics(port: int) -> dict[str, float]:
+    """A vLLM server's Prometheus counters and gauges, summed over their labels except
+    ``source`` and ``finished_reason`` (kept as a ``.value`` suffix of the name)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as reply:
+        text = reply.read().decode()
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        match = re.match(r"vllm:(\w+)\{([^}]*)\}\s+([0-9.eE+-]+)$", line)
+        if match:
+            source = re.search(r'(?:source|finished_reason)="(\w+)"', match.group(2))
+            key = match.group(1) + (f".{source.group(1)}" if source else "")
+            found[key] = found.get(key, 0.0) + float(match.group(3))
+    return found
+
+
+def vllm_quiet(port: int, limit: float = 120.0) -> dict[str, float]:
+    """Wait until a vLLM server runs and queues nothing (a run's leftovers), for ``limit``
+    seconds at most; its metrics then."""
+    deadline = time.monotonic() + limit
+    while True:
+        now = vllm_metrics(port)
+        idle = now.get("num_requests_running", 0) == 0 and now.get("num_requests_waiting", 0) == 0
+        if idle or time.monotonic() > deadline:
+            return now
+        time.sleep(0.2)
+
+
+def reset_prefix_cache(port: int) -> None:
+    """Empty a vLLM server's prefix cache (a server in dev mode: ``--dev``)."""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/reset_prefix_cache", method="POST", data=b""
+    )
+    with urllib.request.urlopen(request, timeout=30) as reply:
+        reply.read()

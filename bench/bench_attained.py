@@ -61,13 +61,10 @@ import argparse
 import json
 import os
 import random
-import re
 import socket
 import statistics
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -87,6 +84,9 @@ from agentcore.core import (
     UserMessage,
 )
 from agentcore.testing import ScriptedModel
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import reset_prefix_cache, vllm_quiet
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = ROOT / "tools" / "vllm" / "server.py"
@@ -251,37 +251,6 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def reset_cache(port: int) -> None:
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/reset_prefix_cache", method="POST", data=b""
-    )
-    with urllib.request.urlopen(request, timeout=30) as reply:
-        reply.read()
-
-
-def metrics(port: int) -> dict[str, float]:
-    """vLLM's Prometheus counters and gauges, summed over their labels."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as reply:
-        text = reply.read().decode()
-    found: dict[str, float] = {}
-    for line in text.splitlines():
-        match = re.match(r"vllm:(\w+)(?:\{[^}]*\})?\s+([0-9.eE+-]+)$", line)
-        if match:
-            found[match.group(1)] = found.get(match.group(1), 0.0) + float(match.group(2))
-    return found
-
-
-def quiet(port: int, limit: float = 120.0) -> dict[str, float]:
-    """Wait until the server runs and queues nothing (a run's leftovers); its metrics then."""
-    deadline = time.monotonic() + limit
-    while True:
-        now = metrics(port)
-        idle = now.get("num_requests_running", 0) == 0 and now.get("num_requests_waiting", 0) == 0
-        if idle or time.monotonic() > deadline:
-            return now
-        time.sleep(0.2)
-
-
 KEYS = ("mean", "p95", "short", "long", "wall")
 
 
@@ -442,11 +411,13 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(command, check=True, capture_output=True, timeout=400)
 
     def real(name: str, starts: list[float]) -> dict[str, Any]:
-        reset_cache(port)  # a server of your own needs --dev for this
+        reset_prefix_cache(port)  # a server of your own needs --dev for this
         return trio.run(run_real, f"vllm://127.0.0.1:{port}", name, turns, args.slots, starts)
 
     try:
-        measure(runs, schedule, real, starts_of, json_path=args.json, before=lambda: quiet(port))
+        measure(
+            runs, schedule, real, starts_of, json_path=args.json, before=lambda: vllm_quiet(port)
+        )
     finally:
         if started:
             subprocess.run([sys.executable, str(SERVER), "stop", "--port", str(port)],

@@ -67,11 +67,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -85,10 +83,13 @@ from _common import (
     peer_python,
     project_python,
     research_system_prompt,
+    reset_prefix_cache,
     rotations,
     run_measured,
     self_cpu,
     table,
+    vllm_metrics,
+    vllm_quiet,
 )
 
 CONTENDERS = (
@@ -500,37 +501,6 @@ def contender_main(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------- orchestration
 
 
-def metrics(port: int) -> dict[str, float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
-        text = reply.read().decode()
-    found: dict[str, float] = {}
-    for line in text.splitlines():
-        match = re.match(r"vllm:(\w+)\{([^}]*)\}\s+([0-9.eE+-]+)$", line)
-        if match:
-            source = re.search(r'(?:source|finished_reason)="(\w+)"', match.group(2))
-            key = match.group(1) + (f".{source.group(1)}" if source else "")
-            found[key] = found.get(key, 0.0) + float(match.group(3))
-    return found
-
-
-def quiet(port: int, limit: float = 120.0) -> None:
-    """Wait until the server runs and queues nothing (a contender's leftovers)."""
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        now = metrics(port)
-        if now.get("num_requests_running", 0) == 0 and now.get("num_requests_waiting", 0) == 0:
-            return
-        time.sleep(0.2)
-
-
-def reset_cache(port: int) -> None:
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/reset_prefix_cache", method="POST", data=b""
-    )
-    with urllib.request.urlopen(request, timeout=30) as reply:
-        reply.read()
-
-
 def compile_agentcore() -> None:
     """Byte-compile agentcore's modules (into their ``__pycache__``, which git ignores), as
     installing a wheel does: the loops' and the peers' libraries are installed by pip,
@@ -543,16 +513,16 @@ def compile_agentcore() -> None:
 def run_one(name: str, n: int, args: argparse.Namespace, port: int) -> dict[str, Any]:
     if name.startswith("agentcore"):
         compile_agentcore()
-    quiet(port)
-    reset_cache(port)
-    before = metrics(port)
+    vllm_quiet(port)
+    reset_prefix_cache(port)
+    before = vllm_metrics(port)
     python = str(peer_python(name)) if name in PEERS else project_python()
     argv = [python, __file__, "--contender", name, "--url", f"http://127.0.0.1:{port}",
             "--n", str(n), "--slots", str(args.slots), "--latency", str(args.latency),
             *(["--phases"] if args.phases else [])]  # fmt: skip
     measured = run_measured(argv, timeout=args.time_limit)
-    quiet(port)
-    after = metrics(port)
+    vllm_quiet(port)
+    after = vllm_metrics(port)
 
     def delta(key: str) -> float:
         return after.get(key, 0.0) - before.get(key, 0.0)

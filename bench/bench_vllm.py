@@ -16,10 +16,13 @@ and its counters are read before and after the run.
 
 Contenders, each in its own subprocess (client CPU and peak RSS from ``wait4``):
 
-- ``agentcore``: ``run_batch`` over ``vllm://`` with the defaults (one-request warm-up of the
-  shared prefix, ``max_inflight`` = slots, slots released during tool waits, strict tool
-  schemas, ``response_format`` on the final turn, so no final instruction: its requests are
-  the hand-written loops' messages), the tool declared ``cache=True``;
+- ``agentcore``: ``run_batch`` over ``vllm://`` with the defaults (the shared prefix padded
+  to the engine's cache blocks, measured with its ``/metrics`` and ``/tokenize``; the
+  ``check`` warm-up, a one-token request without the prefix sent meanwhile; ``max_inflight``
+  = slots, slots released during tool waits, strict tool schemas, ``response_format`` on the
+  final turn, so neither the final instruction nor the schema in the system prompt: after the
+  shared prefix its requests are the hand-written loops' messages), the tool declared
+  ``cache=True``;
 - ``minimal``: trio + httpx, a semaphore of ``slots`` around each request (released during
   tool waits), strict tool schema, ``response_format`` on the final request;
 - ``isolated``: the minimal loop holding its slot through the tool wait, and a system prompt
@@ -35,10 +38,10 @@ Contenders, each in its own subprocess (client CPU and peak RSS from ``wait4``):
   ``Runner.run`` under an ``asyncio.Semaphore(slots)``.
 
 On request only (``--contenders``): ``agentcore-cold``, the defaults with ``warm=False`` (no
-warm-up request); ``agentcore-told``, the defaults with the default final instruction sent
-anyway (``Task(final_instruction=agentcore.DEFAULT_FINAL_INSTRUCTION)``, the default before
-it became ``"auto"``: a user message of about 80 tokens on the scripted tokenizer, on every
-final request).
+warm-up request, the prefix still aligned); ``agentcore-told``, the defaults with the default
+final instruction sent anyway (``Task(final_instruction=agentcore.DEFAULT_FINAL_INSTRUCTION)``,
+the default before it became ``"auto"``: a user message of about 80 tokens on the scripted
+tokenizer, on every final request).
 
 The peers run in their own virtual environments (``bench/_common.peer_python``), installed
 on first use. agentcore runs from its source tree: its modules are byte-compiled before its
@@ -57,7 +60,9 @@ order rotates between repeats.
 Run: ``make bench-vllm`` or ``.venv/bin/python bench/bench_vllm.py [--n 32,128,512]
 [--repeats 3] [--contenders ...]`` (installs vLLM first: ``tools/vllm/setup.sh``). Also:
 ``--block-size N`` and ``--server-arg=--FLAG=VALUE`` (repeatable) start the server with other
-settings (the CPU attention backend takes block sizes in multiples of 32 only); ``--phases``
+settings (the CPU attention backend takes block sizes in multiples of 32 only); ``--align
+auto|on|off`` sets agentcore's ``align_prefix`` (``auto``, the default, pads from 64-token
+blocks); ``--phases``
 times every request of agentcore and the hand-written loops (when the first agent request was
 sent, the median first-turn and final-request latencies); ``--attach PORT`` uses a server
 already started with ``tools/vllm/server.py start --dev`` (quick iterations, not the table).
@@ -151,6 +156,7 @@ async def run_agentcore(
     told: bool = False,
     warm: bool = True,
     trace: bool = False,
+    align: str = "auto",
 ) -> dict[str, Any]:
     import attrs
     import trio
@@ -213,9 +219,19 @@ async def run_agentcore(
     )
     cpu0, t0, clock0 = self_cpu(), time.perf_counter(), trio.current_time()
     async with (
-        open_driver(url, model="tiny", max_inflight=slots, tools=[web_search]) as driver,
+        open_driver(
+            url,
+            model="tiny",
+            max_inflight=slots,
+            tools=[web_search],
+            align_prefix={"auto": "auto", "on": True, "off": False}[align],
+        ) as driver,
         open_batch(
-            task, inputs(n), driver=driver, warm=warm, steps=Spans() if trace else None
+            task,
+            inputs(n),
+            driver=driver,
+            warm=None if warm else False,
+            steps=Spans() if trace else None,
         ) as stream,
     ):
         results = [r async for r in stream]
@@ -225,14 +241,22 @@ async def run_agentcore(
         and any(getattr(m, "name", None) == "web_search" and not getattr(m, "is_error", True)
                 for m in r.transcript)
     ]  # fmt: skip
+    report = stream.warm_up
+    alignment = None if report is None else report.alignment
     return {
         "wall": time.perf_counter() - t0,
         "cpu": self_cpu() - cpu0,
         "ok": len(searched),
         "tool_executions": executions,
-        "warm_up_s": None if stream.warm_up is None else stream.warm_up.seconds,
+        "warm_up_s": None if report is None else report.seconds,
+        "align_s": None if alignment is None else alignment.seconds,
+        "alignment": None if alignment is None else {
+            "block": alignment.block_size, "shared": alignment.shared_tokens,
+            "boundary": alignment.boundary, "requests": alignment.requests,
+            "detail": alignment.detail,
+        },
         "phases": phases(clock0, spans),
-    }
+    }  # fmt: skip
 
 
 async def run_loop(
@@ -483,7 +507,14 @@ def contender_main(args: argparse.Namespace) -> int:
             told, warm = name == "agentcore-told", name != "agentcore-cold"
             report = trio.run(
                 lambda: run_agentcore(
-                    vllm_url, n, slots, latency, told=told, warm=warm, trace=args.phases
+                    vllm_url,
+                    n,
+                    slots,
+                    latency,
+                    told=told,
+                    warm=warm,
+                    trace=args.phases,
+                    align=args.align,
                 )
             )
         else:
@@ -519,7 +550,7 @@ def run_one(name: str, n: int, args: argparse.Namespace, port: int) -> dict[str,
     python = str(peer_python(name)) if name in PEERS else project_python()
     argv = [python, __file__, "--contender", name, "--url", f"http://127.0.0.1:{port}",
             "--n", str(n), "--slots", str(args.slots), "--latency", str(args.latency),
-            *(["--phases"] if args.phases else [])]  # fmt: skip
+            "--align", args.align, *(["--phases"] if args.phases else [])]  # fmt: skip
     measured = run_measured(argv, timeout=args.time_limit)
     vllm_quiet(port)
     after = vllm_metrics(port)
@@ -549,6 +580,8 @@ def progress(n: int, repeat: int, name: str, result: dict[str, Any]) -> str:
             f"tools {result.get('tool_executions')} ok {result.get('ok')}/{n} "
             f"cpu {fmt(result.get('process_cpu'))} rss {fmt(result.get('rss_mb'), 0)} MB "
             f"{result.get('crash') or ''} {result.get('first_failure') or ''}"
+            + (f"\n      alignment {result['alignment']} in {fmt(result.get('align_s'), 3)} s"
+               if result.get("alignment") else "")
             + (f"\n      warm-up {fmt(result.get('warm_up_s'), 3)} s, "
                + ", ".join(f"{k} {fmt(v, 3)}" for k, v in result["phases"].items())
                if result.get("phases") else ""))  # fmt: skip
@@ -655,6 +688,10 @@ def main(argv: list[str] | None = None) -> int:
         "agent request was sent, median first-turn and final-request latency)",
     )  # fmt: skip
     parser.add_argument("--contenders", type=lambda s: s.split(","), default=list(CONTENDERS))
+    parser.add_argument(
+        "--align", choices=("auto", "on", "off"), default="auto",
+        help="agentcore's align_prefix (pad the shared prefix to the engine's cache blocks)",
+    )  # fmt: skip
     parser.add_argument("--time-limit", type=float, default=900.0)
     parser.add_argument("--json", default=None, help="also write every run to this file")
     parser.add_argument("--contender", default=None, help=argparse.SUPPRESS)

@@ -42,7 +42,7 @@ NAMESPACES = {
         "CostReport", "TierTokens", "TurnCache",
         # the batch layer
         "BatchStream", "MapReduceResult", "map_reduce", "open_batch", "run_batch",
-        "warm_prefix", "Task", "load_task", "WarmUpReport",
+        "warm_prefix", "Task", "load_task", "WarmUpReport", "PrefixAlignment",
         # one-shot generation and step events
         "Generation", "GenerationError", "GenerationStream", "ModelDelta", "ModelReplied",
         "RequestFailed", "RequestQueued", "RequestStarted", "RetryScheduled", "RunAborted",

@@ -125,6 +125,7 @@ if TYPE_CHECKING:
     from ._tasks.batch import run_batch as run_batch
     from ._tasks.warmup import warm_prefix as warm_prefix
     from ._tasks.warmup import WarmUpReport as WarmUpReport
+    from ._tasks.align import PrefixAlignment as PrefixAlignment
     from ._tasks.task import Task as Task
     from ._tasks.taskfile import load_task as load_task
 
@@ -238,6 +239,7 @@ _EXPORTS: dict[str, str] = {
     "run_batch": "_tasks.batch",
     "warm_prefix": "_tasks.warmup",
     "WarmUpReport": "_tasks.warmup",
+    "PrefixAlignment": "_tasks.align",
     "Task": "_tasks.task",
     "load_task": "_tasks.taskfile",
     # one-shot generation and step events (docs/watching.md)
@@ -306,6 +308,7 @@ __all__ = [
     "ModelError",
     "ModelParams",
     "ModelReplied",
+    "PrefixAlignment",
     "QueueAddress",
     "RateLimiterStatistics",
     "RenderError",

@@ -1,4 +1,5 @@
-"""The llamacpp:// backend and the per-backend warm-up and reply-cap options."""
+"""The llamacpp:// backend and the per-backend warm-up, prefix-alignment and reply-cap
+options."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ def test_llamacpp_scheme_defaults_to_port_8080_lean_and_slot_copy_warm_up() -> N
 
 @pytest.mark.parametrize(
     ("url", "warm_up"),
-    [("vllm://h:1", "request"), ("sglang://h:1", "request"), ("sim://", "request"),
+    [("vllm://h:1", "check"), ("sglang://h:1", "request"), ("sim://", "request"),
      ("http://h:1/v1", "request"), ("https://h/v1", "off")],
 )  # fmt: skip
 def test_warm_up_default_follows_the_backend(url: str, warm_up: str) -> None:
@@ -30,6 +31,28 @@ def test_warm_up_can_be_chosen_and_is_validated() -> None:
     assert agentcore.wire.backend("vllm://h", model="m", warm_up="off").warm_up == "off"
     with pytest.raises(ConfigError, match="warm_up"):
         agentcore.wire.backend("vllm://h", model="m", warm_up="everything")
+
+
+@pytest.mark.parametrize(
+    ("url", "options", "align"),
+    [("vllm://h:1", {}, "auto"), ("http://h:1/v1", {"dialect": "vllm"}, "auto"),
+     ("https://h/v1", {"dialect": "vllm"}, "auto"), ("llamacpp://h:1", {}, False),
+     ("sglang://h:1", {}, False), ("dynamo://h:1", {}, False), ("sim://", {}, False),
+     ("http://h:1/v1", {}, False), ("vllm://h:1", {"align_prefix": True}, True),
+     ("vllm://h:1", {"align_prefix": False}, False),
+     ("llamacpp://h:1", {"align_prefix": False}, False)],
+)  # fmt: skip
+def test_prefix_alignment_is_on_where_the_engine_can_measure_blocks(
+    url: str, options: dict[str, object], align: object
+) -> None:
+    assert agentcore.wire.backend(url, model="m", **options).align_prefix == align
+
+
+def test_alignment_asked_of_an_engine_that_cannot_measure_blocks_is_refused() -> None:
+    with pytest.raises(ConfigError, match="align_prefix=True needs an engine"):
+        agentcore.wire.backend("llamacpp://h:1", model="m", align_prefix=True)
+    with pytest.raises(ConfigError, match="align_prefix must be"):
+        agentcore.wire.backend("vllm://h:1", model="m", align_prefix="always")
 
 
 def test_llamacpp_dialect_sends_no_fields_llama_server_would_ignore() -> None:

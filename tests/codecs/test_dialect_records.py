@@ -84,6 +84,7 @@ NEW = Dialect(
     nvext=False,
     session=None,
     default_model=None,
+    prefix_blocks="vllm",
 )
 
 

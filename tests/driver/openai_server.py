@@ -2,13 +2,16 @@
 
 Each request's JSON body goes to a ``respond(body, n)`` function (``n`` counts requests from 0)
 that returns a :class:`Reply`: a status, headers and either a whole body or SSE frames.
+Requests to the paths in ``routes`` (an engine's other endpoints, such as ``/metrics``) go to
+their own function instead, with the JSON body (``{}`` when empty), and are recorded in
+``LoopbackServer.routed``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -112,28 +115,40 @@ class LoopbackServer:
     """Connections accepted so far."""
     open_connections: int = 0
     """Connections not closed yet."""
+    routed: list[tuple[str, dict[str, Any]]] = attrs.field(factory=list)
+    """``(path, body)`` of each request answered by a route."""
+
+
+Routes = Mapping[str, Callable[[dict[str, Any]], Reply]]
 
 
 async def _serve(
-    server: LoopbackServer, respond: Callable[[dict[str, Any], int], Reply], stream: Any
+    server: LoopbackServer,
+    respond: Callable[[dict[str, Any], int], Reply],
+    routes: Routes,
+    stream: Any,
 ) -> None:
     server.connections += 1
     server.open_connections += 1
     try:
         # A client may go away mid-reply, as cancelled clients do.
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            await _exchange(server, respond, stream)
+            await _exchange(server, respond, routes, stream)
     finally:
         server.open_connections -= 1
 
 
 async def _exchange(
-    server: LoopbackServer, respond: Callable[[dict[str, Any], int], Reply], stream: Any
+    server: LoopbackServer,
+    respond: Callable[[dict[str, Any], int], Reply],
+    routes: Routes,
+    stream: Any,
 ) -> None:
     conn = h11.Connection(h11.SERVER)
     async with stream:
         while True:
             body = bytearray()
+            path = ""
             while True:
                 event = conn.next_event()
                 if event is h11.NEED_DATA:
@@ -141,16 +156,23 @@ async def _exchange(
                     if not data:
                         return
                     conn.receive_data(data)
+                elif isinstance(event, h11.Request):
+                    path = event.target.decode().split("?", 1)[0]
                 elif isinstance(event, h11.Data):
                     body += event.data
                 elif isinstance(event, h11.EndOfMessage):
                     break
                 elif isinstance(event, h11.ConnectionClosed):
                     return
-            request = orjson.loads(bytes(body))
-            n = len(server.requests)
-            server.requests.append(request)
-            reply = respond(request, n)
+            request = orjson.loads(bytes(body)) if body else {}
+            route = routes.get(path)
+            if route is not None:
+                server.routed.append((path, request))
+                reply = route(request)
+            else:
+                n = len(server.requests)
+                server.requests.append(request)
+                reply = respond(request, n)
             if reply.delay:
                 await trio.sleep(reply.delay)
             if reply.frames is None:
@@ -175,11 +197,11 @@ async def _exchange(
 
 @asynccontextmanager
 async def open_openai_server(
-    respond: Callable[[dict[str, Any], int], Reply],
+    respond: Callable[[dict[str, Any], int], Reply], routes: Routes | None = None
 ) -> AsyncIterator[LoopbackServer]:
     async with trio.open_nursery() as nursery:
         server = LoopbackServer("")
-        handler = functools.partial(_serve, server, respond)
+        handler = functools.partial(_serve, server, respond, routes or {})
         listeners = await nursery.start(
             functools.partial(trio.serve_tcp, handler, 0, host="127.0.0.1")
         )

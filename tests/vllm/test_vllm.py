@@ -100,7 +100,8 @@ async def run(
     backend: Any, task: agentcore.Task, inputs: Sequence[Any], **options: Any
 ) -> tuple[list[Result], agentcore.BatchStream, agentcore.DriverStatistics]:
     """Run a batch; return the results, the stream and the driver's statistics."""
-    warm = options.pop("warm", True)  # True: the backend's own strategy
+    # True: the backend's own strategy, at least a warm request; None: the backend's own.
+    warm = options.pop("warm", True)
     results: list[Result] = []
     async with open_driver(
         backend, model="tiny", max_inflight=MAX_NUM_SEQS, tools=task.tools, **options

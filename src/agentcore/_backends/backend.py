@@ -18,13 +18,14 @@ from typing import Any, Final
 
 import attrs
 
-from .._codecs.codec import Codec, TransportKind, WarmUp, says_schema_on_final
+from .._codecs.codec import AlignPrefix, Codec, TransportKind, WarmUp, says_schema_on_final
+from .._codecs.dialects import DIALECTS
 from .._codecs.openai import OpenAICodec
 from .._codecs.reply_limit import DEFAULT_MAX_REPLY_BYTES
 from .._core.errors import ConfigError
 from .._core.service_tier import ServiceTier, check_service_tier
 
-__all__ = ["BATCH_SETTINGS", "Backend", "BatchSettings"]
+__all__ = ["BATCH_SETTINGS", "Backend", "BatchSettings", "check_align_prefix"]
 
 
 def _journal(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -74,6 +75,17 @@ def _tier(value: object) -> ServiceTier | None:
     return None if value is None else check_service_tier(value)
 
 
+def check_align_prefix(value: object) -> AlignPrefix:
+    """``value`` as an ``align_prefix`` option (``"auto"``, ``True`` or ``False``).
+
+    Raises:
+        ConfigError: any other value.
+    """
+    if value is True or value is False or value == "auto":
+        return value
+    raise ConfigError(f"align_prefix must be 'auto', True or False, got {value!r}")
+
+
 def _batch(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is not None and not isinstance(value, BatchSettings):
         raise ConfigError(f"Backend.batch must be a BatchSettings or None, got {value!r}")
@@ -118,9 +130,11 @@ class Backend:
     ``ssl.SSLContext`` given (a private CA, client certificates)."""
     warm_up: WarmUp = "off"
     """How a batch warms the shared prefix before its fan-out (``docs/backends.md``):
-    ``off``, ``request`` (one one-token request) or ``slots`` (llama-server: one request, then
-    the warm slot copied into every slot). Defaults to the dialect record's ``warm_up`` on a
-    self-hosted server, ``off`` on a hosted API."""
+    ``off``, ``check`` (vLLM: one one-token request without the prefix, which only checks the
+    backend serves: the engine shares the prefix between the first requests themselves),
+    ``request`` (one one-token request carrying the prefix) or ``slots`` (llama-server: one
+    request, then the warm slot copied into every slot). Defaults to the dialect record's
+    ``warm_up`` on a self-hosted server, ``off`` on a hosted API."""
     model: str = ""
     """The model name every request is sent with (the codec's)."""
     service_tier: ServiceTier | None = attrs.field(default=None, converter=_tier)
@@ -129,8 +143,20 @@ class Backend:
     the API's default tier, and no tier accounting. Flex needs an OpenAI-compatible API."""
     batch: BatchSettings | None = attrs.field(default=None, validator=_batch)
     """A Batch API backend's settings; ``None`` on every other backend."""
+    align_prefix: AlignPrefix = attrs.field(default=False, converter=check_align_prefix)
+    """Whether a batch pads its shared prefix to the engine's prefix-cache blocks
+    (``docs/backends.md``): ``"auto"`` (the default where the engine reports its block size
+    and tokenizes requests: vLLM) pads where blocks hold 64 tokens or more, ``True`` whatever
+    their size, ``False`` never."""
 
     def __attrs_post_init__(self) -> None:
+        if self.align_prefix is True:
+            record = DIALECTS.get(self.name)
+            if record is None or record.prefix_blocks is None:
+                raise ConfigError(
+                    "align_prefix=True needs an engine that reports its cache blocks and "
+                    f"tokenizes requests (vllm); the {self.name} backend does not"
+                )
         if self.batch is not None:
             if self.service_tier is not None:
                 raise ConfigError(

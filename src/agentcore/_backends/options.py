@@ -8,10 +8,10 @@ hands them to it: the keywords of ``open_driver`` (and of the batch functions an
 kinds:
 
 - the backend's own options (:data:`OWN_OPTIONS`): ``stream``, ``transport``,
-  ``max_reply_bytes``, ``warm_up``, ``verify``, ``service_tier``, the Batch API settings
-  (``journal``, ``gather``, ``poll``, ``poll_max``), and for some schemes ``dialect``
-  (``http(s)://``) and ``config`` (``sim://``). Each is checked by its function in the table,
-  wherever it is given, when the value carrying it is built;
+  ``max_reply_bytes``, ``warm_up``, ``align_prefix``, ``verify``, ``service_tier``, the
+  Batch API settings (``journal``, ``gather``, ``poll``, ``poll_max``), and for some schemes
+  ``dialect`` (``http(s)://``) and ``config`` (``sim://``). Each is checked by its function in
+  the table, wherever it is given, when the value carrying it is built;
 - the codec's dialect options (``docs/backends.md``): which ones a backend takes depends on
   its dialect, known once the URL is read, and the codec checks them then. Before that, a name
   is checked against the options of every dialect (:data:`DIALECT_OPTIONS`), so a misspelt one
@@ -36,7 +36,7 @@ from .._codecs.reply_limit import check_max_reply_bytes
 from .._core.errors import ConfigError
 from .._core.service_tier import check_service_tier
 from .._core.validators import check_choice
-from .backend import BatchSettings
+from .backend import BatchSettings, check_align_prefix
 
 __all__ = ["BEDROCK_OPTIONS", "DIALECT_OPTIONS", "OWN_OPTIONS", "NamedOptions", "check_options"]
 
@@ -95,6 +95,7 @@ OWN_OPTIONS: Final[Mapping[str, Callable[[Any], Any]]] = MappingProxyType(
         "max_reply_bytes": check_max_reply_bytes,
         "warm_up": _warm_up,
         "verify": _verify,
+        "align_prefix": check_align_prefix,
         "service_tier": check_service_tier,
         **{name.name: _batch_setting(name.name) for name in attrs.fields(BatchSettings)},
         "dialect": _dialect,

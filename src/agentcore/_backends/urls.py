@@ -25,12 +25,13 @@ host, as the simulator serves it; HTTPS otherwise).
 OpenAI-compatible dialect, or ``anthropic``). The key for ``openai://`` and ``anthropic://``
 defaults to ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``.
 
-Three options configure the backend itself on every scheme: ``max_reply_bytes`` (the cap on
+Four options configure the backend itself on every scheme: ``max_reply_bytes`` (the cap on
 one reply body, 16 MiB by default, ``None`` for none), ``warm_up`` (how a batch warms the
-shared prefix: ``off``, ``request``, or ``slots`` for llama-server; the default is the
-dialect record's ``warm_up`` on a self-hosted server, ``off`` for hosted APIs) and
-``verify`` (how an ``https://`` server's certificate is checked: ``True``, ``False`` or an
-``ssl.SSLContext``).
+shared prefix: ``off``, ``check`` or ``request``, or ``slots`` for llama-server; the default
+is the dialect record's ``warm_up`` on a self-hosted server, ``off`` for hosted APIs),
+``align_prefix`` (pad a batch's shared prefix to the engine's cache blocks: ``"auto"`` where
+the dialect record says how to measure them, else ``False``) and ``verify`` (how an
+``https://`` server's certificate is checked: ``True``, ``False`` or an ``ssl.SSLContext``).
 
 Every dialect fact used here (a scheme's default port, the transport, self-hosting, warm-up,
 stream reuse) is read from the dialect's record in :data:`agentcore._codecs.dialects.DIALECTS`.
@@ -48,7 +49,7 @@ from urllib.parse import SplitResult, urlsplit
 import attrs
 
 from .._codecs.anthropic import AnthropicCodec
-from .._codecs.codec import Codec, TransportKind, WarmUp
+from .._codecs.codec import AlignPrefix, Codec, TransportKind, WarmUp
 from .._codecs.dialects import DIALECTS
 from .._codecs.openai import OpenAICodec
 from .._codecs.reply_limit import DEFAULT_MAX_REPLY_BYTES
@@ -102,9 +103,9 @@ def backend(
         journal, gather, poll, poll_max: a Batch API backend's settings
             (:class:`BatchSettings`).
         **options: ``stream`` (stream replies by default), ``transport`` (``"lean"`` or
-            ``"httpx"``), ``max_reply_bytes``, ``warm_up``, ``verify``, ``dialect`` (for ``http(s)://``
-            URLs), ``config`` (a ``SimConfig``, for ``sim://``), and the codec's dialect
-            options (``docs/backends.md``).
+            ``"httpx"``), ``max_reply_bytes``, ``warm_up``, ``align_prefix``, ``verify``,
+            ``dialect`` (for ``http(s)://`` URLs), ``config`` (a ``SimConfig``, for ``sim://``),
+            and the codec's dialect options (``docs/backends.md``).
 
     Returns:
         The configured backend.
@@ -136,6 +137,7 @@ def backend(
     transport: TransportKind | None = own.get("transport")
     max_reply: int | None = own.get("max_reply_bytes", DEFAULT_MAX_REPLY_BYTES)
     warm_up: WarmUp | None = own.get("warm_up")
+    align: AlignPrefix | None = own.get("align_prefix")
     given = dict(options)
     if "dialect" in own:
         options["dialect"] = given["dialect"] = own["dialect"]
@@ -149,6 +151,8 @@ def backend(
         given["max_reply_bytes"] = max_reply
     if warm_up is not None:
         given["warm_up"] = warm_up
+    if align is not None:
+        given["align_prefix"] = align
     batch = {name: own[name] for name in BATCH_SETTINGS if name in own}
     asked = _Asked(url_or_backend, parts, model, api_key, stream, transport, options, given)
     configured = _configure(asked)
@@ -163,11 +167,13 @@ def backend(
     default: WarmUp = "off"
     if configured.self_hosted:
         default = "request" if record is None else record.warm_up
+    blocks = record is not None and record.prefix_blocks is not None
     return attrs.evolve(
         configured,
         max_reply_bytes=max_reply,
         warm_up=default if warm_up is None else warm_up,
         verify=own.get("verify", True),
+        align_prefix=("auto" if blocks else False) if align is None else align,
         reuse_streams=True if record is None else record.reuse_streams,
         model=_sent_model(configured.codec, model),
         service_tier=own.get("service_tier"),

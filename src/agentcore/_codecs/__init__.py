@@ -12,6 +12,8 @@ parser on use (the ``bedrock`` extra). Files:
 - ``dialects``: the OpenAI-compatible dialects: one :class:`Dialect` record each (every fact
   about an engine), option validation and the extras each puts on the wire.
 - ``openai``: the OpenAI-compatible codec (chat completions, streamed and not).
+- ``prefix_blocks``: an engine's prefix-cache block size and its tokenization of a chat
+  request, the wire of block alignment.
 - ``anthropic``: the Anthropic Messages codec.
 - ``bedrock``: the AWS Bedrock Converse codec and its event-stream decoder.
 - ``ratelimits``: the ``x-ratelimit-*`` / ``anthropic-ratelimit-*`` reply headers, read.

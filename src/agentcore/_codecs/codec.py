@@ -18,6 +18,7 @@ from .http import Headers, HttpRequest
 
 __all__ = [
     "WARM_UPS",
+    "AlignPrefix",
     "Codec",
     "Delta",
     "StreamDecoder",
@@ -29,9 +30,13 @@ __all__ = [
 ]
 
 
-WarmUp = Literal["off", "request", "slots"]
+AlignPrefix = bool | Literal["auto"]
+"""Whether a batch pads its shared prefix to the engine's cache blocks
+(``agentcore._tasks.align``): ``"auto"`` where the blocks are large enough to pay, ``True``
+whatever their size, ``False`` never."""
+WarmUp = Literal["off", "check", "request", "slots"]
 """How a batch warms a server's prefix cache (``agentcore._tasks.warmup``)."""
-WARM_UPS: tuple[WarmUp, ...] = ("off", "request", "slots")
+WARM_UPS: tuple[WarmUp, ...] = ("off", "check", "request", "slots")
 TransportKind = Literal["lean", "httpx"]
 """``"lean"``: h11 on trio sockets, one connection per slot (self-hosted servers).
 ``"httpx"``: ``httpx.AsyncClient`` (hosted APIs: proxies, HTTP/2, auth flows)."""

@@ -53,6 +53,7 @@ from .._core.messages import SystemMessage
 from .._core.validators import check_header_value
 from .codec import TransportKind, WarmUp
 from .common import json_default
+from .prefix_blocks import PrefixBlocks
 
 __all__ = [
     "DIALECTS",
@@ -287,6 +288,11 @@ class Dialect:
     default_model: str | None
     """The model name sent when none is given (``None``: a model name is required; the
     simulator answers to any name)."""
+    prefix_blocks: PrefixBlocks | None
+    """How the engine reports its prefix cache's block size and tokenizes a chat request, for
+    a batch to pad its shared prefix to a block boundary
+    (:mod:`agentcore._codecs.prefix_blocks`); ``None``: it does not, or needs no padding
+    (a cache that reuses any number of tokens)."""
 
 
 _PRIORITY_OPTIONS = frozenset({"priority", "cache_salt", "request_id_header"})
@@ -297,16 +303,21 @@ DIALECTS: Mapping[str, Dialect] = {
         Dialect(name="openai", port=None, self_hosted=False, transport="httpx",
                 warm_up="request", reuse_streams=True, options=frozenset({"prompt_cache_key"}),
                 response_format="always", strict_tools=False, priority=None, request_id=None,
-                nvext=False, session="prompt_cache_key", default_model=None),
-        Dialect(name="vllm", port=8000, self_hosted=True, transport="lean", warm_up="request",
+                nvext=False, session="prompt_cache_key", default_model=None,
+                prefix_blocks=None),
+        # vLLM shares a prefix between requests scheduled together: the warm-up only checks
+        # the backend (docs/backends.md).
+        Dialect(name="vllm", port=8000, self_hosted=True, transport="lean", warm_up="check",
                 reuse_streams=True, options=_PRIORITY_OPTIONS,
                 response_format="without_tools", strict_tools=True, priority="lower_first",
-                request_id="header", nvext=False, session=None, default_model=None),
+                request_id="header", nvext=False, session=None, default_model=None,
+                prefix_blocks="vllm"),
         Dialect(name="sglang", port=30000, self_hosted=True, transport="lean",
                 warm_up="request", reuse_streams=True,
                 options=frozenset({"priority", "cache_salt", "rid"}),
                 response_format="without_tools", strict_tools=False, priority="higher_first",
-                request_id="rid", nvext=False, session=None, default_model=None),
+                request_id="rid", nvext=False, session=None, default_model=None,
+                prefix_blocks=None),
         # The Dynamo mocker ignores response_format, and a real engine behind Dynamo would
         # constrain tool-calling turns too: off unless asked.
         Dialect(name="dynamo", port=8000, self_hosted=True, transport="lean",
@@ -315,17 +326,19 @@ DIALECTS: Mapping[str, Dialect] = {
                                              "latency_sensitivity", "strict_priority",
                                              "extra_fields", "annotations", "session_headers"},
                 response_format="never", strict_tools=False, priority="higher_first",
-                request_id="header", nvext=True, session="headers", default_model=None),
+                request_id="header", nvext=True, session="headers", default_model=None,
+                prefix_blocks=None),
         Dialect(name="sim", port=None, self_hosted=True, transport="lean", warm_up="request",
                 reuse_streams=True, options=_PRIORITY_OPTIONS, response_format="always",
                 strict_tools=False, priority="lower_first", request_id="header", nvext=False,
-                session=None, default_model="sim"),
+                session=None, default_model="sim", prefix_blocks=None),
         # llama-server keeps a prefix cache per slot: one warm request fills one slot only, so
         # the warm slot is copied into every slot (docs/backends.md).
         Dialect(name="llamacpp", port=8080, self_hosted=True, transport="lean",
                 warm_up="slots", reuse_streams=False, options=frozenset(),
                 response_format="without_tools", strict_tools=False, priority=None,
-                request_id=None, nvext=False, session=None, default_model=None),
+                request_id=None, nvext=False, session=None, default_model=None,
+                prefix_blocks=None),
     )
 }  # fmt: skip
 """The OpenAI-compatible dialects, by name: the one table of dialect facts."""

@@ -29,6 +29,7 @@ from .messages import ModelParams, OutputSpec, SystemMessage, ToolSpec
 from .schema import json_schema
 from .validators import (
     int_at_least,
+    is_bool,
     is_int,
     nonempty_str,
     one_of,
@@ -194,6 +195,11 @@ class LoopConfig:
     """The user message of the forced final request; ``None``: none (the request still
     withholds tools with ``tool_choice="none"``, and the prompt stays what a hand-written
     loop would send)."""
+    announce_output: bool = attrs.field(default=True, validator=is_bool)
+    """Append the output instruction (the JSON schema, :attr:`output_instruction`) to the first
+    system message. ``False``: the schema travels only with the requests
+    (``CallModel.output``), for a server whose guided decoding enforces it on every request
+    that can end the run, where the instruction would only lengthen the shared prefix."""
     on_truncated: TruncatedPolicy = attrs.field(
         default="repair", validator=one_of("repair", "continue", "fail")
     )
@@ -294,6 +300,7 @@ class LoopConfig:
         put(config, "priority_step", self.priority_step)
         put(config, "expected_output_tokens", self.expected_output_tokens)
         put(config, "final_instruction", self.final_instruction)
+        put(config, "announce_output", self.announce_output)
         put(config, "on_truncated", self.on_truncated)
         put(config, "limits", self.limits)
 
@@ -310,6 +317,6 @@ class LoopConfig:
 
 _RUN_ID = attrs.fields(LoopConfig).run_id
 _PARENT_SESSION_ID = attrs.fields(LoopConfig).parent_session_id
-_FOR_RUN_FIELDS = 24  # the fields ``LoopConfig._for_run`` sets
+_FOR_RUN_FIELDS = 25  # the fields ``LoopConfig._for_run`` sets
 if len(attrs.fields(LoopConfig)) != _FOR_RUN_FIELDS:  # pragma: no cover - a maintenance guard
     raise InternalError("LoopConfig._for_run must set every field of LoopConfig")

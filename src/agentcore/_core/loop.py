@@ -88,7 +88,9 @@ config with the same system prompt share that message object: the config builds 
 ``CallModel.output`` carries the ``OutputSpec`` on every request of the run. Whether it goes on
 the wire (``response_format``) is the codec's choice: where the server's guided decoding would
 constrain the whole reply and so forbid tool calls (vLLM, SGLang), the codec sends it only on
-requests that offer no tools or use ``tool_choice="none"``.
+requests that offer no tools or use ``tool_choice="none"``. With ``config.announce_output``
+off the instruction is left out (the batch layer does so where every request that can end the
+run carries the schema for the server to enforce).
 
 Ids are data: call ids the model left empty or repeated within a reply are replaced by
 ``call_{turn}_{index}`` (the assistant message in the transcript is rewritten to match), and
@@ -399,7 +401,7 @@ class AgentLoop:
             if not isinstance(m, SystemMessage | UserMessage | AssistantMessage | ToolMessage):
                 raise ConfigError(f"not a message: {m!r}")
             transcript.append(m)
-        if config.output_instruction is not None:
+        if config.output_instruction is not None and config.announce_output:
             if transcript and isinstance(transcript[0], SystemMessage):
                 transcript[0] = config._system_message(transcript[0].content)
             else:
@@ -983,8 +985,12 @@ class AgentLoop:
                 problem = exc.message
                 repair = (
                     f"Your answer could not be used: {problem}. Reply with only the "
-                    "corrected JSON value, conforming to the JSON schema given in the "
-                    "instructions."
+                    "corrected JSON value"
+                    + (
+                        ", conforming to the JSON schema given in the instructions."
+                        if config.announce_output
+                        else "."
+                    )
                 )
             else:
                 return self._finish(output)

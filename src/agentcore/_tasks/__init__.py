@@ -6,6 +6,7 @@ Files:
 - ``task``: :class:`Task`, an agent's job and how one input becomes one loop.
 - ``taskfile``: TOML task files.
 - ``batch``: ``run_batch``, ``open_batch`` and ``map_reduce``.
+- ``align``: padding a batch's shared prefix to the engine's prefix-cache blocks.
 - ``warmup``: warming a server's prefix cache before the fan-out.
 - ``agent``: :class:`Agent`, one agent, run or watched.
 - ``results_file``: the results file of ``agentcore run`` (its records, read and written).

@@ -76,6 +76,9 @@ class Agent(Generic[T, Deps_contra]):
             turns are spent (``"auto"``: the default instruction where it is needed, see
             :attr:`~agentcore.Task.final_instruction`; ``None``: that request only withholds
             tools).
+        announce_output: whether the system prompt ends with the output's JSON schema
+            (``"auto"``: where an answer could come unconstrained, see
+            :attr:`~agentcore.Task.announce_output`).
         on_truncated: what a final answer cut by the token limit earns.
         limits: usage budgets of each run (:class:`~agentcore.UsageLimits`).
         name: a short name, used in run ids.
@@ -93,6 +96,7 @@ class Agent(Generic[T, Deps_contra]):
     params: ModelParams = ModelParams()
     expected_output_tokens: int | None = None
     final_instruction: str | None = AUTO
+    announce_output: bool | str = AUTO
     on_truncated: TruncatedPolicy = "repair"
     limits: UsageLimits | None = None
     name: str = "agent"

@@ -45,11 +45,12 @@ from .._observe.steps import StepSink
 from .._tools.context import RunContext
 from .._tools.spec import ToolBase
 from .._transports.model_client import ModelClient
+from .align import PrefixAlignment, align_prefix, sample_inputs
 from .fingerprint import task_description
 from .journal import SqliteJournal, open_step_journal
 from .resume import restore
-from .task import Deps_contra, RenderError, Task, compile_job, job_run_id
-from .warmup import WarmUpReport, check_tier, warm_prefix
+from .task import Deps_contra, RenderError, Task, common_opening, compile_job, job_run_id
+from .warmup import BackendUnavailable, WarmUpReport, check_tier, warm_prefix
 from .warmup import warm_up as warm_up_cache
 
 T = TypeVar("T")
@@ -125,7 +126,9 @@ class BatchStream(Generic[T]):
         self._batch_id = batch_id
         self.warm_up = warm_up
         """What the warm-up did and the tokens its request used (those are in the driver's
-        statistics and in no ``Result``); ``None`` when the batch did not warm up."""
+        statistics and in no ``Result``), and how the shared prefix was aligned to the
+        engine's cache blocks (``alignment``); ``None`` when the batch neither warmed up nor
+        aligned."""
 
     def __aiter__(self) -> BatchStream[T]:
         return self
@@ -225,6 +228,55 @@ def _first_checked(
     return ()
 
 
+async def _prepare(
+    driver: Driver, task: Task[T, Any], inputs: Iterable[object], batch_id: str, strategy: WarmUp
+) -> tuple[Task[T, Any], Iterable[object], WarmUpReport | None]:
+    """What a batch does before its fan-out: pad the shared prefix to the engine's cache
+    blocks (:mod:`._align`, as the backend's ``align_prefix`` says), then warm it with the
+    text the inputs open with (a ``check`` warm-up, which carries no prefix, goes at the same
+    time as the alignment), or check the flex tier when not warming. Returns the task to run
+    (padded or not), the inputs to run (an iterator's sampled head chained back in) and the
+    report (``None`` when the batch neither aligned nor warmed up).
+
+    Raises:
+        BackendUnavailable: the warm-up request failed for good.
+    """
+    samples, inputs, every_input = sample_inputs(inputs)
+    opening = common_opening(task, samples)
+    aligned: list[tuple[Task[T, Any], PrefixAlignment | None]] = []
+    checked: list[WarmUpReport] = []
+    unavailable: list[BackendUnavailable] = []
+
+    async def align() -> None:
+        aligned.append(
+            await align_prefix(driver, task, samples, opening=opening, every_input=every_input)
+        )
+
+    async def check() -> None:
+        try:
+            checked.append(await warm_up_cache(driver, task, batch_id=batch_id, strategy="check"))
+        except BackendUnavailable as exc:  # raised once the alignment is done too
+            unavailable.append(exc)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(align)
+        if strategy == "check":
+            nursery.start_soon(check)
+    if unavailable:
+        raise unavailable[0]
+    run_task, alignment = aligned[0]
+    report = checked[0] if checked else None
+    if strategy not in ("off", "check"):
+        report = await warm_up_cache(
+            driver, run_task, batch_id=batch_id, strategy=strategy, opening=opening
+        )
+    elif strategy == "off":
+        await check_tier(driver, run_task, batch_id=batch_id)
+    if alignment is not None:
+        report = attrs.evolve(report or WarmUpReport("off", "off"), alignment=alignment)
+    return run_task, inputs, report
+
+
 def _strategy(warm: bool | str | None, driver: Driver) -> WarmUp:
     """The warm-up to perform. ``None``: the strategy of the driver's backend (whether the
     driver was opened here or given); ``True``: that strategy, at least ``request``;
@@ -233,7 +285,7 @@ def _strategy(warm: bool | str | None, driver: Driver) -> WarmUp:
     if warm is None:
         return configured
     if warm is True:
-        return "request" if configured == "off" else configured
+        return "request" if configured in ("off", "check") else configured
     if warm is False:
         return "off"
     if warm not in WARM_UPS:
@@ -324,12 +376,15 @@ async def open_batch(
             earlier results, same wall time).
         driver: an open driver to use instead of opening one (its tools must include the
             task's).
-        warm: warm the shared prefix before the fan-out: ``"off"``, ``"request"`` (one
-            one-token request) or ``"slots"`` (llama-server: that request's slot copied into
-            every slot). ``None``: the strategy of the driver's backend
-            (``backend(warm_up=...)``; off for hosted APIs and model clients), whether the
-            driver is opened here or given; ``True``: that strategy, at least ``"request"``;
-            ``False``: off. A warm-up request that fails for good raises
+        warm: warm the shared prefix before the fan-out: ``"off"``, ``"check"`` (vLLM:
+            one one-token request without the prefix, only to check the backend),
+            ``"request"`` (one one-token request carrying the prefix) or ``"slots"``
+            (llama-server: that request's slot copied into every slot). ``None``: the
+            strategy of the driver's backend (``backend(warm_up=...)``; off for hosted APIs
+            and model clients), whether the driver is opened here or given; ``True``: that
+            strategy, at least ``"request"``; ``False``: off. Before it, the shared prefix is
+            padded to the engine's cache blocks where the backend's ``align_prefix`` says so
+            (``BatchStream.warm_up.alignment``). A warm-up request that fails for good raises
             :class:`~agentcore.BackendUnavailable` before any agent runs.
         batch_id: the prefix of run and session ids (default: a fresh random id).
         timeout: seconds each agent may take.
@@ -417,14 +472,10 @@ async def open_batch(
             )
         )
         inputs = _first_checked(opened, inputs, deps, batch_id)  # before anything is sent
-        report = None
-        if warm_up != "off":
-            report = await warm_up_cache(opened, task, batch_id=batch_id, strategy=warm_up)
-        else:
-            await check_tier(opened, task, batch_id=batch_id)
+        run_task, inputs, report = await _prepare(opened, task, inputs, batch_id, warm_up)
         described: dict[int, tuple[int, Any]] = {}
         loops = _loops(
-            task,
+            run_task,
             inputs,
             batch_id,
             order,
@@ -582,14 +633,13 @@ async def map_reduce(
         planned = list(split(cast("P", plan_result.output)))
         indices: list[int] = []
         early: deque[_Early] = deque()
-        if warm_up != "off":
-            await warm_up_cache(opened, map, batch_id=f"{batch_id}m", strategy=warm_up)
+        mapper, items_run, _ = await _prepare(opened, map, planned, f"{batch_id}m", warm_up)
         answers: list[Result[M]] = []
         described: dict[int, tuple[int, Any]] = {}
         planner = job_run_id(f"{batch_id}p", 0)
         loops = _loops(
-            map,
-            planned,
+            mapper,
+            items_run,
             f"{batch_id}m",
             indices,
             early,

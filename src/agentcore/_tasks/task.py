@@ -43,6 +43,7 @@ R = TypeVar("R")
 __all__ = [
     "RenderError",
     "Task",
+    "common_opening",
     "compile_job",
     "job_run_id",
     "prefix_call",
@@ -67,6 +68,11 @@ def _fallback_tuple(value: Any) -> tuple[Any, ...]:
     if isinstance(value, str | bytes) or not isinstance(value, Iterable):
         raise ConfigError(f"Task.fallback must be a list of backends, got {value!r}")
     return tuple(value)
+
+
+def _check_announce(instance: Task[Any, Any], attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not True and value is not False and value != AUTO:
+        raise ConfigError(f"Task.announce_output must be 'auto', True or False, got {value!r}")
 
 
 def _check_template(instance: Task[Any, Any], attribute: attrs.Attribute[str], value: str) -> None:
@@ -138,6 +144,15 @@ class Task(Generic[T, Deps_contra]):
     admits nothing but the answer, and the request is what a hand-written loop sends.
     ``None``: no message, the request only withholds tools. Any other text: that message,
     always."""
+    announce_output: bool | str = attrs.field(default=AUTO, validator=_check_announce)
+    """Whether a typed task's system prompt ends with the output instruction (the JSON schema
+    the answer must follow; ``LoopConfig.announce_output``). ``"auto"`` (the default): left
+    out on a driver whose every backend sends the output schema with the final request
+    (:attr:`~agentcore.Driver.schema_on_final`) when no other request can end the run (the
+    task has no tools, or its ``params.tool_choice`` is ``"required"`` or ``"none"``): every
+    answer is then constrained by the server's guided decoding, and the instruction would
+    only lengthen the prefix every request carries. ``True``: always sent; ``False``: never
+    (the schema goes only where the backend sends it)."""
     on_truncated: TruncatedPolicy = "repair"
     """What a final answer cut by the token limit earns (``LoopConfig.on_truncated``)."""
     name: str = "task"
@@ -158,8 +173,9 @@ class Task(Generic[T, Deps_contra]):
     """The loop config every job shares (built and validated once; each loop keeps its own
     ids)."""
     _schema_config: LoopConfig = attrs.field(init=False, eq=False, hash=False, repr=False)
-    """The same for a driver that sends the output schema with the final request: without
-    the default final instruction for a typed task, else ``_base_config`` itself."""
+    """The same for a driver that sends the output schema with the final request: for a typed
+    task without the default final instruction, and without the output instruction where
+    every answer carries the schema (``"auto"``), else ``_base_config`` itself."""
     _prefix: tuple[Message, ...] = attrs.field(init=False, eq=False, hash=False, repr=False)
     """The messages in front of every job's user message (the system prompt), shared."""
 
@@ -168,8 +184,13 @@ class Task(Generic[T, Deps_contra]):
         # job's config is this one with its own ids.
         base = self._new_config("check")
         object.__setattr__(self, "_base_config", base)
-        auto = self.final_instruction == AUTO and self.output is not None
-        schema = attrs.evolve(base, final_instruction=None) if auto else base
+        changes: dict[str, Any] = {}
+        if self.output is not None:
+            if self.final_instruction == AUTO:
+                changes["final_instruction"] = None
+            if self.announce_output == AUTO and _answers_constrained(self):
+                changes["announce_output"] = False
+        schema = attrs.evolve(base, **changes) if changes else base
         object.__setattr__(self, "_schema_config", schema)
         object.__setattr__(self, "_prefix", (SystemMessage(self.system),) if self.system else ())
 
@@ -194,6 +215,7 @@ class Task(Generic[T, Deps_contra]):
                 if self.final_instruction == AUTO
                 else self.final_instruction
             ),
+            announce_output=self.announce_output is not False,
             on_truncated=self.on_truncated,
         )
 
@@ -243,6 +265,13 @@ class Task(Generic[T, Deps_contra]):
             if name is not None:
                 break
         return "".join(head)
+
+
+def _answers_constrained(task: Task[Any, Any]) -> bool:
+    """Whether every request of ``task``'s runs that can end the run is a final one (tools
+    withheld with ``tool_choice="none"``) or offers no tools: then a backend that sends the
+    output schema with the final request sends it with every possible answer."""
+    return not task.tools or task.params.tool_choice in ("required", "none")
 
 
 def _filled(fields: Mapping[str, Any], fill: Callable[..., R], *args: Any) -> R:
@@ -345,14 +374,41 @@ def compile_job(
     )
 
 
-def prefix_call(task: Task[Any, Any], *, run_id: str) -> CallModel:
+def common_opening(task: Task[Any, Any], samples: Iterable[Any]) -> str | None:
+    """The text the user messages of ``samples`` open with (their longest common prefix, the
+    template's literal head at least), ``None`` when no sample renders to text alone."""
+    texts = []
+    for value in samples:
+        try:
+            message = render_message(task, value)
+        except RenderError:
+            continue
+        if not message.images:
+            texts.append(message.content)
+    if not texts:
+        return None
+    low, high = min(texts), max(texts)  # the common prefix of all is that of these two
+    size = 0
+    while size < len(low) and low[size] == high[size]:
+        size += 1
+    return low[:size]
+
+
+def prefix_call(
+    task: Task[Any, Any], *, run_id: str, schema_on_final: bool = False, opening: str | None = None
+) -> CallModel:
     """A one-token request carrying exactly the task's shared prefix, to warm a prefix cache.
 
     It is built by the same loop machinery as the real jobs, so the system prompt (with the
-    output schema) and the tool list are byte-identical to theirs. It is not marked ``final``:
-    a final request tells some servers (Dynamo) to evict the session's cache.
+    output schema where the jobs have it: ``schema_on_final`` as for :func:`compile_job`)
+    and the tool list are byte-identical to theirs. Its user message is ``opening`` (the
+    text the batch's inputs open with, see :func:`common_opening`), else the template's
+    literal head. It is not marked ``final``: a final request tells some servers (Dynamo) to
+    evict the session's cache.
     """
-    call = AgentLoop(task._config(run_id), _messages(task, task.prefix_text)).start()[0]
+    config = task._schema_config if schema_on_final else task._base_config
+    text = task.prefix_text if opening is None else opening
+    call = AgentLoop._for_run(config, _messages(task, text), run_id, None).start()[0]
     assert isinstance(call, CallModel)
     return attrs.evolve(
         call,

@@ -5,9 +5,16 @@ prefix-caching server computes it once if one request carrying it finishes befor
 how much that buys depends on where the engine keeps the cache:
 
 - ``off``: nothing is sent (hosted APIs: no shared cache to warm, and a request costs money).
+- ``check``: one one-token request *without* the prefix (:data:`CHECK_PROMPT`), which only
+  shows that the backend serves the model, so a dead backend still fails the batch before it
+  starts. For engines that share a prefix between requests scheduled together (vLLM enters a
+  request's blocks in its cache when it schedules them): the first requests compute the
+  prefix once among themselves, so a warm request would only put its round trip before the
+  fan-out. The batch sends it while it measures the prefix (:mod:`._align`), so it adds no
+  round trip of its own.
 - ``request``: one one-token request carrying the prefix. Enough for engines whose prefix cache
-  is shared by all requests (vLLM's and SGLang's radix/block caches, Dynamo's KV router, the
-  simulator).
+  is shared by all requests but filled only once a request is computed (SGLang's radix cache,
+  Dynamo's KV router, the simulator).
 - ``slots``: llama.cpp's llama-server keeps its cache *per slot* (``-np``); a request reuses a
   prefix only when it lands on a slot that computed it. One warm request fills one slot, and the
   first burst's other slots compute the prefix again. So after the warm request the warm slot is
@@ -35,17 +42,21 @@ import trio
 
 from .._codecs.codec import WarmUp
 from .._codecs.http import HttpRequest, Timeouts
+from .._core.config import LoopConfig
 from .._core.error_policy import policy_of
 from .._core.errors import AgentcoreError, ConfigError
 from .._core.events import CallModel, ModelError, ModelResponded
-from .._core.messages import Usage
+from .._core.loop import AgentLoop
+from .._core.messages import Usage, UserMessage
 from .._transports.model_client import HttpModelClient
+from .align import PrefixAlignment
 from .task import Task, job_run_id, prefix_call
 
 if TYPE_CHECKING:
     from .._driver.driver import Driver
 
 __all__ = [
+    "CHECK_PROMPT",
     "SLOT_FILE",
     "BackendUnavailable",
     "WarmUpReport",
@@ -54,6 +65,9 @@ __all__ = [
     "warm_prefix",
     "warm_up",
 ]
+
+CHECK_PROMPT = "Reply with one word."
+"""The user message of the ``check`` warm-up's one-token request."""
 
 SLOT_FILE = "agentcore-warm-prefix.bin"
 """The file name the warm slot is saved under, inside the server's ``--slot-save-path``."""
@@ -72,11 +86,15 @@ class WarmUpReport:
     usage: Usage = Usage()
     """Tokens of the warm request (counted in the driver's statistics, in no ``Result``)."""
     slots_filled: int = 0
-    """Slots holding the prefix after the warm-up (``request``: 1; ``slots``: all)."""
+    """Slots holding the prefix after the warm-up (``check``: 0; ``request``: 1; ``slots``:
+    all)."""
     detail: str = ""
     """Why the warm-up achieved less than asked, if it did."""
     seconds: float = 0.0
     """How long the warm-up took (the batch's agents started after it)."""
+    alignment: PrefixAlignment | None = None
+    """How the batch padded its shared prefix to the engine's cache blocks before the warm-up
+    (``None``: the backend does not align, ``align_prefix``)."""
 
 
 # ----------------------------------------------------------------------------- wire (pure)
@@ -170,13 +188,24 @@ def _unavailable(driver: Driver, call: CallModel, error: ModelError) -> BackendU
 
 
 async def warm_up(
-    driver: Driver, task: Task[Any, Any], *, batch_id: str, strategy: WarmUp
+    driver: Driver,
+    task: Task[Any, Any],
+    *,
+    batch_id: str,
+    strategy: WarmUp,
+    opening: str | None = None,
 ) -> WarmUpReport:
-    """Warm the server's cache for ``task`` with ``strategy`` (see the module docstring)."""
+    """Warm the server's cache for ``task`` with ``strategy`` (see the module docstring); the
+    warm request's user message is ``opening`` (the text the batch's inputs open with), else
+    the template's literal head."""
     if strategy == "off":
         return WarmUpReport("off", "off")
     started = trio.current_time()
-    report = await _warm_up(driver, task, batch_id, strategy)
+    if strategy == "check":
+        call = _check_call(batch_id)
+    else:
+        call = _warm_call(driver, task, batch_id, opening)
+    report = await _warm_up(driver, call, strategy)
     return attrs.evolve(report, seconds=trio.current_time() - started)
 
 
@@ -195,7 +224,7 @@ async def check_tier(driver: Driver, task: Task[Any, Any], *, batch_id: str) -> 
         ConfigError: the flex tier refused the model.
     """
     if tier_unchecked(driver):
-        await driver.call_model(_warm_call(task, batch_id))
+        await driver.call_model(_warm_call(driver, task, batch_id))
 
 
 async def warm_prefix(
@@ -209,24 +238,42 @@ async def warm_prefix(
     Returns:
         The reply, or ``None`` if the request failed.
     """
-    reply = await driver.call_model(_warm_call(task, batch_id))
+    reply = await driver.call_model(_warm_call(driver, task, batch_id))
     return reply if isinstance(reply, ModelResponded) else None
 
 
-def _warm_call(task: Task[Any, Any], batch_id: str) -> CallModel:
-    """The one-token request holding the task's shared prefix."""
-    return prefix_call(task, run_id=job_run_id(batch_id, "warm"))
+def _warm_call(
+    driver: Driver, task: Task[Any, Any], batch_id: str, opening: str | None = None
+) -> CallModel:
+    """The one-token request holding the task's shared prefix, as the driver's jobs send it."""
+    return prefix_call(
+        task,
+        run_id=job_run_id(batch_id, "warm"),
+        schema_on_final=driver.schema_on_final,
+        opening=opening,
+    )
 
 
-async def _warm_up(
-    driver: Driver, task: Task[Any, Any], batch_id: str, strategy: WarmUp
-) -> WarmUpReport:
-    call = _warm_call(task, batch_id)
+def _check_call(batch_id: str) -> CallModel:
+    """The ``check`` warm-up's one-token request: :data:`CHECK_PROMPT`, nothing shared."""
+    run_id = job_run_id(batch_id, "check")
+    call = AgentLoop(LoopConfig(run_id=run_id), [UserMessage(CHECK_PROMPT)]).start()[0]
+    assert isinstance(call, CallModel)
+    return attrs.evolve(
+        call,
+        params=attrs.evolve(call.params, max_tokens=1),
+        hints=attrs.evolve(call.hints, final=False),
+    )
+
+
+async def _warm_up(driver: Driver, call: CallModel, strategy: WarmUp) -> WarmUpReport:
     reply = await driver.call_model(call)
     if not isinstance(reply, ModelResponded):
         if policy_of(reply.error.kind).fatal_at_warm_up:
             raise _unavailable(driver, call, reply.error)
         return WarmUpReport(strategy, "off", detail=f"the warm request failed: {reply.error}")
+    if strategy == "check":
+        return WarmUpReport("check", "check", reply.usage, 0)
     if strategy == "request":
         return WarmUpReport("request", "request", reply.usage, 1)
     client = driver.client

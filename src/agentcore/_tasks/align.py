@@ -1,0 +1,303 @@
+"""Padding a batch's shared prefix to the engine's prefix-cache blocks.
+
+Theory of operation
+-------------------
+A prefix cache that keeps whole blocks of ``B`` tokens (vLLM's paged KV cache) reuses the
+prefix a batch's requests share only up to its last block boundary: the tokens between that
+boundary and the end of the shared prefix are computed again by every request, up to ``B - 1``
+of them (127 on vLLM's CPU backend). Whitespace appended to the system prompt moves the end of
+the shared prefix onto a boundary; then every request computes only its own tokens.
+
+The end of the shared prefix is measured, not guessed, with the engine's own tokenizer and
+chat template (:mod:`agentcore._codecs.prefix_blocks`):
+
+1. The engine's block size: with ``align_prefix="auto"`` nothing is padded below
+   :data:`AUTO_MIN_BLOCK` tokens (the saving is at most a block per request).
+2. The *probe* requests are tokenized, all at once: the warm-up request (the task's prefix and
+   the opening the sampled inputs share, :func:`~agentcore._tasks.task.prefix_call`) and the
+   first request of each sampled input. The inputs are sampled across a sequence (first, last
+   and between: inputs numbered in order share a longer opening at the start than over the
+   whole list); an iterator shows only its first inputs, so the template's literal head alone
+   stands in for "every input" (a probe of its own). The tokens every probe shares are
+   the shared prefix; since the warm-up request is one of them, it covers the boundary.
+3. If that length is not a multiple of ``B``, whitespace (:data:`PAD_UNITS`, in order) is
+   appended to the system prompt and the two probes that shared least are tokenized again: a
+   tokenizer may merge whitespace or a chat template drop it, so the count of units is
+   corrected from the tokens each try added, :data:`MAX_TRIES` times per unit, until the
+   shared prefix ends on a boundary. Nothing found: the task is left as it was.
+
+The batch then runs the padded task (its warm-up included). Every request made here is counted
+in :class:`PrefixAlignment` (none is a model request). Nothing here fails a batch: an engine
+that does not answer, or answers something unusable, leaves the prefix unpadded and the
+report says why.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from .._codecs.http import Timeouts
+from .._codecs.openai import OpenAICodec
+from .._codecs.prefix_blocks import (
+    block_size_request,
+    read_block_size,
+    read_tokens,
+    tokenize_request,
+)
+from .._core.errors import AgentcoreError
+from .._core.events import CallModel
+from .._transports.model_client import HttpModelClient
+from .task import RenderError, Task, compile_job, prefix_call
+
+if TYPE_CHECKING:
+    from .._driver.driver import Driver
+
+__all__ = [
+    "AUTO_MIN_BLOCK",
+    "MAX_TRIES",
+    "PAD_UNITS",
+    "SAMPLES",
+    "PrefixAlignment",
+    "Tokenize",
+    "align_prefix",
+    "pad_to_blocks",
+    "probe_calls",
+    "sample_inputs",
+]
+
+AUTO_MIN_BLOCK = 64
+"""The smallest block (tokens) that ``align_prefix="auto"`` pads for."""
+PAD_UNITS = ("\n", " \n", " ")
+"""The whitespace tried as padding, in order."""
+MAX_TRIES = 4
+"""Tokenizations of padded probes per unit of :data:`PAD_UNITS` before the next is tried."""
+SAMPLES = 4
+"""Inputs sampled to measure the shared prefix."""
+"""Tokenizations of padded probes per unit of :data:`PAD_UNITS` before the next is tried."""
+_TIMEOUTS = Timeouts(connect=10.0, read=30.0, total=60.0)
+
+Tokenize = Callable[[CallModel], Awaitable["list[int] | None"]]
+"""The engine's prompt tokens of a request (``None``: it gave none)."""
+
+
+@attrs.frozen
+class PrefixAlignment:
+    """What a batch did to end its shared prefix on a block boundary of the engine's prefix
+    cache (``BatchStream.warm_up.alignment``)."""
+
+    block_size: int | None = None
+    """Tokens per block of the engine's prefix cache (``None``: not known)."""
+    shared_tokens: int = 0
+    """Tokens the probe requests shared before padding (0: not measured)."""
+    padding: str = ""
+    """The whitespace appended to the system prompt ("": none)."""
+    boundary: int | None = None
+    """Where the shared prefix ends once padded: a multiple of ``block_size`` (``None``: it
+    does not end on one)."""
+    requests: int = 0
+    """Requests made to the engine (block size and tokenizations; none is a model request)."""
+    seconds: float = 0.0
+    """How long it took (before the fan-out)."""
+    detail: str = ""
+    """Why the prefix does not end on a boundary, if it does not."""
+
+    @property
+    def padding_tokens(self) -> int:
+        """Tokens the padding added to the shared prefix."""
+        if self.boundary is None:
+            return 0
+        return self.boundary - self.shared_tokens
+
+    @property
+    def aligned(self) -> bool:
+        """Whether the shared prefix ends on a block boundary."""
+        return self.boundary is not None
+
+
+def sample_inputs(inputs: Iterable[Any]) -> tuple[list[Any], Iterable[Any], bool]:
+    """Up to :data:`SAMPLES` inputs to measure the shared prefix with, the inputs to run
+    (``inputs`` itself, or the peeked head of an iterator chained back in front of its rest),
+    and whether the samples stand for every input (taken across a sequence: first, last and
+    between; an iterator shows only its head)."""
+    if isinstance(inputs, Sequence) and not isinstance(inputs, str | bytes):
+        count = len(inputs)
+        picks = sorted({0, count // 3, 2 * count // 3, count - 1}) if count else []
+        return [inputs[i] for i in picks], inputs, True
+    iterator = iter(inputs)
+    head = list(itertools.islice(iterator, SAMPLES))
+    return head, itertools.chain(head, iterator), False
+
+
+def probe_calls(
+    task: Task[Any, Any],
+    samples: Sequence[Any],
+    *,
+    opening: str | None,
+    every_input: bool,
+    schema_on_final: bool,
+) -> list[CallModel]:
+    """The requests whose shared tokens are the batch's shared prefix: the warm-up request
+    (``opening``), then the first request of each sample that renders, then, unless the
+    samples stand for ``every_input``, the warm-up request with the template's literal head
+    alone (what every input shares)."""
+    calls = [prefix_call(task, run_id="align", schema_on_final=schema_on_final, opening=opening)]
+    for index, value in enumerate(samples):
+        try:
+            loop = compile_job(
+                task, value, run_id=f"align-{index}", schema_on_final=schema_on_final
+            )
+        except RenderError:
+            continue
+        first = loop.start()[0]
+        assert isinstance(first, CallModel)
+        calls.append(first)
+    if not every_input:
+        calls.append(prefix_call(task, run_id="align", schema_on_final=schema_on_final))
+    return calls
+
+
+def _shared(first: Sequence[int], other: Sequence[int]) -> int:
+    """How many leading tokens two token lists share."""
+    n = min(len(first), len(other))
+    for i in range(n):
+        if first[i] != other[i]:
+            return i
+    return n
+
+
+class _Counted:
+    """A tokenizer that counts its requests and gives up on the first failure."""
+
+    def __init__(self, tokenize: Tokenize) -> None:
+        self._tokenize = tokenize
+        self.requests = 0
+
+    async def all(self, calls: Sequence[CallModel]) -> list[list[int]] | None:
+        results: list[list[int] | None] = [None] * len(calls)
+
+        async def one(index: int) -> None:
+            self.requests += 1
+            results[index] = await self._tokenize(calls[index])
+
+        async with trio.open_nursery() as nursery:
+            for index in range(len(calls)):
+                nursery.start_soon(one, index)
+        if any(tokens is None for tokens in results):
+            return None
+        return [tokens for tokens in results if tokens is not None]
+
+
+async def pad_to_blocks(
+    task: Task[Any, Any],
+    probes: Callable[[Task[Any, Any]], list[CallModel]],
+    tokenize: Tokenize,
+    block: int,
+) -> tuple[Task[Any, Any], PrefixAlignment]:
+    """``task`` with its system prompt padded so that the tokens the ``probes`` of the padded
+    task share end on a multiple of ``block`` (see the module docstring), and the report
+    (its ``requests`` are the tokenizations; ``seconds`` is left to the caller)."""
+    counted = _Counted(tokenize)
+    report = PrefixAlignment(block_size=block)
+    if not task.system:
+        return task, attrs.evolve(report, detail="the task has no system prompt to pad")
+    calls = probes(task)
+    if len(calls) < 2:
+        return task, attrs.evolve(report, detail="no input fits the template")
+    tokens = await counted.all(calls)
+    if tokens is None:
+        return task, attrs.evolve(report, requests=counted.requests, detail=_NO_TOKENS)
+    lengths = [_shared(tokens[0], other) for other in tokens[1:]]
+    shared = min(lengths)
+    least = 1 + lengths.index(shared)  # the probe that shares least with the first
+    report = attrs.evolve(report, shared_tokens=shared)
+    if shared % block == 0:
+        return task, attrs.evolve(report, boundary=shared, requests=counted.requests)
+    for unit in PAD_UNITS:
+        count = -shared % block
+        for _ in range(MAX_TRIES):
+            padded = attrs.evolve(task, system=task.system + unit * count)
+            again = probes(padded)
+            pair = await counted.all([again[0], again[least]])
+            if pair is None:
+                return task, attrs.evolve(report, requests=counted.requests, detail=_NO_TOKENS)
+            now = _shared(pair[0], pair[1])
+            added = now - shared
+            if added <= 0:
+                break  # the template drops this whitespace, or the tokens merged away
+            if now % block == 0:
+                done = attrs.evolve(report, padding=unit * count, boundary=now)
+                return padded, attrs.evolve(done, requests=counted.requests)
+            # Units per token so far, applied to the tokens still missing.
+            count += max(1, math.ceil((-now % block) * count / added))
+    detail = f"no whitespace padding put the shared prefix on a {block}-token boundary"
+    return task, attrs.evolve(report, requests=counted.requests, detail=detail)
+
+
+_NO_TOKENS = "the engine did not tokenize the probe requests"
+
+
+async def align_prefix(
+    driver: Driver,
+    task: Task[Any, Any],
+    samples: Sequence[Any],
+    *,
+    opening: str | None,
+    every_input: bool,
+) -> tuple[Task[Any, Any], PrefixAlignment | None]:
+    """Pad ``task``'s shared prefix to the block size of the driver's engine, as its backend's
+    ``align_prefix`` says (``None``: nothing was tried)."""
+    backend = driver.backend
+    mode = False if backend is None else backend.align_prefix
+    client = driver.client
+    if mode is False or len(samples) < 2 or not isinstance(client, HttpModelClient):
+        return task, None  # one input shares its prefix with nothing
+    codec = client.codec
+    if not isinstance(codec, OpenAICodec) or codec.options.record.prefix_blocks is None:
+        return task, None
+    started = trio.current_time()
+    transport = client.transport
+    base_url = codec.base_url
+
+    async def tokenize(call: CallModel) -> list[int] | None:
+        try:
+            reply = await transport.send(tokenize_request(base_url, codec.encode(call)), _TIMEOUTS)
+        except AgentcoreError:
+            return None
+        return read_tokens(reply.body) if reply.status == 200 else None
+
+    def probes(candidate: Task[Any, Any]) -> list[CallModel]:
+        return probe_calls(
+            candidate,
+            samples,
+            opening=opening,
+            every_input=every_input,
+            schema_on_final=driver.schema_on_final,
+        )
+
+    report = PrefixAlignment(requests=1)
+    try:
+        reply = await transport.send(block_size_request(base_url), _TIMEOUTS)
+    except AgentcoreError as exc:
+        report = attrs.evolve(report, detail=f"/metrics did not answer: {exc}")
+    else:
+        size = read_block_size(reply.body.decode("utf-8", "replace"))
+        if reply.status != 200 or size.tokens is None:
+            problem = size.problem if reply.status == 200 else f"/metrics answered {reply.status}"
+            report = attrs.evolve(report, detail=problem)
+        elif mode == "auto" and size.tokens < AUTO_MIN_BLOCK:
+            report = attrs.evolve(
+                report,
+                block_size=size.tokens,
+                detail=f"blocks of {size.tokens} tokens (align_prefix='auto' pads from "
+                f"{AUTO_MIN_BLOCK})",
+            )
+        else:
+            task, found = await pad_to_blocks(task, probes, tokenize, size.tokens)
+            report = attrs.evolve(found, requests=found.requests + 1)
+    return task, attrs.evolve(report, seconds=trio.current_time() - started)

@@ -1,0 +1,204 @@
+"""Padding a batch's shared prefix to the engine's cache blocks, against a scripted tokenizer
+(``tests/batch/scripted_tokenizer.py``): the boundary is reached, the warm-up request covers
+it, whitespace a tokenizer merges or a template drops is measured rather than assumed, the
+inputs are sampled so that the boundary holds for every input, and the requests are counted."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import pytest
+
+import agentcore
+from agentcore import ModelParams, Task
+from agentcore._tasks.align import (
+    PAD_UNITS,
+    PrefixAlignment,
+    pad_to_blocks,
+    probe_calls,
+    sample_inputs,
+)
+from agentcore._tasks.task import common_opening, compile_job, prefix_call
+from agentcore.core import CallModel, SystemMessage
+from tests.batch.scripted_tokenizer import ScriptedTokenizer, shared
+
+
+@agentcore.tool
+def search(query: str) -> str:
+    """Search the web.
+
+    Args:
+        query: what to look up.
+    """
+    return query
+
+
+@attrs.frozen
+class Summary:
+    text: str
+
+
+TASK = Task(
+    prompt="Summarise the paper {paper} for the section on {topic}.",
+    system="You summarise papers. Be brief and exact.",
+    tools=[search],
+    output=Summary,
+    max_turns=1,
+    params=ModelParams(tool_choice="required"),
+)
+
+
+def papers(n: int) -> list[dict[str, str]]:
+    return [{"paper": f"arXiv:2501.{10000 + i}", "topic": f"topic {i % 9}"} for i in range(n)]
+
+
+def first_request(task: Task[Any], value: Any) -> CallModel:
+    (call,) = compile_job(task, value, run_id="r", schema_on_final=True).start()
+    assert isinstance(call, CallModel)
+    return call
+
+
+async def align(
+    tokenizer: ScriptedTokenizer, inputs: Any, block: int, task: Task[Any] = TASK
+) -> tuple[Task[Any], PrefixAlignment, Any]:
+    samples, inputs, every = sample_inputs(inputs)
+    opening = common_opening(task, samples)
+
+    def probes(candidate: Task[Any]) -> list[CallModel]:
+        return probe_calls(
+            candidate, samples, opening=opening, every_input=every, schema_on_final=True
+        )
+
+    padded, report = await pad_to_blocks(task, probes, tokenizer, block)
+    return padded, report, (inputs, opening)
+
+
+async def tokens_of(tokenizer: ScriptedTokenizer, calls: Sequence[CallModel]) -> list[list[int]]:
+    found = [await tokenizer(call) for call in calls]
+    assert all(t is not None for t in found)
+    return [t for t in found if t is not None]
+
+
+@pytest.mark.parametrize("block", [16, 32, 128])
+async def test_every_first_request_shares_the_prefix_up_to_a_block_boundary(block: int) -> None:
+    tokenizer = ScriptedTokenizer()
+    inputs = papers(300)
+    padded, report, (_, opening) = await align(tokenizer, inputs, block)
+    assert report.block_size == block
+    assert report.aligned and report.boundary is not None
+    assert report.boundary % block == 0
+    assert report.boundary > report.shared_tokens or report.shared_tokens % block == 0
+    assert report.padding_tokens == report.boundary - report.shared_tokens < block
+    jobs = await tokens_of(tokenizer, [first_request(padded, value) for value in inputs])
+    assert shared(jobs) >= report.boundary  # every input, not only the sampled ones
+    warm = prefix_call(padded, run_id="w", schema_on_final=True, opening=opening)
+    (warm_tokens,) = await tokens_of(tokenizer, [warm])
+    assert shared([warm_tokens, *jobs]) >= report.boundary  # the warm-up fills every block
+
+
+async def test_the_padding_is_whitespace_at_the_end_of_the_system_prompt_only() -> None:
+    padded, report, _ = await align(ScriptedTokenizer(), papers(8), 64)
+    assert report.padding and set(report.padding) <= set(" \n")
+    assert padded == attrs.evolve(TASK, system=TASK.system + report.padding)
+    system = first_request(padded, papers(1)[0]).messages[0]
+    assert isinstance(system, SystemMessage)
+    assert system.content.startswith(TASK.system + report.padding)
+
+
+async def test_a_prefix_already_on_a_boundary_is_not_padded() -> None:
+    tokenizer = ScriptedTokenizer()
+    _, first, _ = await align(tokenizer, papers(8), 64)
+    assert first.padding
+    # The same tokens shared, measured in blocks the shared prefix already ends on.
+    padded, report, _ = await align(tokenizer, papers(8), first.shared_tokens)
+    assert padded is TASK
+    assert (report.padding, report.boundary) == ("", report.shared_tokens)
+
+
+async def test_merged_newlines_are_counted_as_the_tokens_they_make() -> None:
+    tokenizer = ScriptedTokenizer(merge_newlines=True)
+    padded, report, _ = await align(tokenizer, papers(20), 64)
+    assert report.aligned and report.boundary is not None
+    assert len(report.padding) > report.padding_tokens  # two newlines a token
+    jobs = await tokens_of(tokenizer, [first_request(padded, v) for v in papers(20)])
+    assert shared(jobs) >= report.boundary and report.boundary % 64 == 0
+
+
+async def test_a_template_that_drops_the_padding_leaves_the_task_as_it_was() -> None:
+    tokenizer = ScriptedTokenizer(strip_system=True)
+    padded, report, _ = await align(tokenizer, papers(8), 64)
+    assert padded is TASK
+    assert not report.aligned and report.padding == ""
+    assert "no whitespace padding" in report.detail
+    # The warm-up request and four samples, then one try of two probes per unit (each added
+    # no token).
+    assert report.requests == 5 + len(PAD_UNITS) * 2
+
+
+async def test_the_requests_are_counted() -> None:
+    tokenizer = ScriptedTokenizer()
+    _, report, _ = await align(tokenizer, papers(300), 64)
+    assert report.requests == len(tokenizer.calls)
+    # The warm-up request and four sampled inputs, then two probes per try.
+    assert report.requests >= 5 and (report.requests - 5) % 2 == 0
+
+
+async def test_an_engine_that_does_not_tokenize_leaves_the_task_as_it_was() -> None:
+    async def refuses(call: CallModel) -> list[int] | None:
+        return None
+
+    samples, _, _ = sample_inputs(papers(4))
+    padded, report = await pad_to_blocks(
+        TASK,
+        lambda t: probe_calls(t, samples, opening=None, every_input=True, schema_on_final=True),
+        refuses,
+        64,
+    )
+    assert padded is TASK and not report.aligned
+    assert report.detail == "the engine did not tokenize the probe requests"
+
+
+async def test_a_task_without_a_system_prompt_is_not_padded() -> None:
+    padded, report, _ = await align(
+        ScriptedTokenizer(), papers(4), 64, attrs.evolve(TASK, system="")
+    )
+    assert padded.system == "" and not report.aligned
+    assert report.requests == 0
+
+
+def test_a_sequence_is_sampled_across_its_length() -> None:
+    inputs = papers(512)
+    samples, run, every = sample_inputs(inputs)
+    assert run is inputs and every
+    assert samples == [inputs[0], inputs[170], inputs[341], inputs[511]]
+
+
+def test_an_iterator_is_sampled_from_its_head_and_given_back_whole() -> None:
+    samples, run, every = sample_inputs(iter(papers(10)))
+    assert not every
+    assert samples == papers(4)
+    assert list(run) == papers(10)
+
+
+async def test_an_iterator_aligns_to_what_the_template_guarantees_every_input() -> None:
+    # The first inputs share "arXiv:2501.1000", the later ones less: the boundary must not
+    # pass what the template's literal head guarantees.
+    tokenizer = ScriptedTokenizer(merge_newlines=False)
+    padded, report, (run, opening) = await align(tokenizer, iter(papers(300)), 16)
+    assert opening == "Summarise the paper arXiv:2501.1000"
+    assert report.aligned and report.boundary is not None
+    everyone = await tokens_of(
+        tokenizer, [first_request(padded, v) for v in itertools.islice(run, 300)]
+    )
+    assert shared(everyone) >= report.boundary
+
+
+def test_the_opening_is_what_the_inputs_share_and_at_least_the_head() -> None:
+    assert common_opening(TASK, papers(3)) == "Summarise the paper arXiv:2501.1000"
+    assert common_opening(TASK, [papers(1)[0], {"paper": "x", "topic": "y"}]) == (
+        "Summarise the paper "
+    )
+    assert common_opening(TASK, [{"nothing": 1}]) is None

@@ -147,13 +147,28 @@ async def test_a_warm_request_carries_every_block_of_the_padded_prefix() -> None
     assert shared([warm, *prompts(engine, server, first=True)]) >= report.alignment.boundary
 
 
-async def test_auto_leaves_small_blocks_alone_after_reading_their_size() -> None:
+async def test_auto_leaves_small_blocks_alone_and_reads_their_size_once_per_driver() -> None:
     engine = Engine(block=AUTO_MIN_BLOCK // 2)
-    _, report, server = await run(engine)
-    assert report.alignment is not None and not report.alignment.aligned
-    assert report.alignment.block_size == AUTO_MIN_BLOCK // 2
-    assert "pads from" in report.alignment.detail
-    assert [path for path, _ in server.routed] == ["/metrics"]
+    reports = []
+    async with (
+        open_openai_server(engine.chat, engine.routes()) as server,
+        agentcore.open_driver(server.url, dialect="vllm", model="m", tools=[search]) as driver,
+    ):
+        for _ in range(2):
+            async with agentcore.open_batch(TASK, INPUTS[:4], driver=driver) as stream:
+                assert all([r.status == "ok" async for r in stream])
+            reports.append(stream.warm_up.alignment)
+            routed, server.routed = server.routed, []
+            # The first batch asks for the block size and the probes' tokens at once; the
+            # second knows the block size, too small to pad, and asks nothing.
+            assert reports[-1].requests == len(routed)
+            if len(reports) == 1:
+                assert [path for path, _ in routed].count("/metrics") == 1
+            else:
+                assert routed == []
+    for report in reports:
+        assert not report.aligned and report.block_size == AUTO_MIN_BLOCK // 2
+        assert "pads from" in report.detail
     assert all(body["messages"][0]["content"] == TASK.system for body in jobs(server))
 
 
@@ -177,7 +192,7 @@ async def test_an_engine_without_block_metrics_runs_the_batch_unpadded_and_says_
     assert all(r.status == "ok" for r in results)
     assert report.alignment is not None and not report.alignment.aligned
     assert report.alignment.detail == "/metrics answered 404"
-    assert report.alignment.requests == 1
+    assert report.alignment.requests == len(server.routed)
     assert all(body["messages"][0]["content"] == TASK.system for body in jobs(server))
 
 

@@ -36,15 +36,18 @@ from __future__ import annotations
 
 import itertools
 import math
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
+from .._codecs.codec import AlignPrefix
 from .._codecs.http import Timeouts
 from .._codecs.openai import OpenAICodec
 from .._codecs.prefix_blocks import (
+    BlockSize,
     block_size_request,
     read_block_size,
     read_tokens,
@@ -198,10 +201,13 @@ async def pad_to_blocks(
     probes: Callable[[Task[Any, Any]], list[CallModel]],
     tokenize: Tokenize,
     block: int,
+    *,
+    measured: list[list[int]] | None = None,
 ) -> tuple[Task[Any, Any], PrefixAlignment]:
     """``task`` with its system prompt padded so that the tokens the ``probes`` of the padded
     task share end on a multiple of ``block`` (see the module docstring), and the report
-    (its ``requests`` are the tokenizations; ``seconds`` is left to the caller)."""
+    (its ``requests`` are the tokenizations made here; ``seconds`` is left to the caller).
+    ``measured``: the tokens of ``probes(task)``, when they are already known."""
     counted = _Counted(tokenize)
     report = PrefixAlignment(block_size=block)
     if not task.system:
@@ -209,7 +215,7 @@ async def pad_to_blocks(
     calls = probes(task)
     if len(calls) < 2:
         return task, attrs.evolve(report, detail="no input fits the template")
-    tokens = await counted.all(calls)
+    tokens = measured if measured is not None else await counted.all(calls)
     if tokens is None:
         return task, attrs.evolve(report, requests=counted.requests, detail=_NO_TOKENS)
     lengths = [_shared(tokens[0], other) for other in tokens[1:]]
@@ -280,24 +286,61 @@ async def align_prefix(
             schema_on_final=driver.schema_on_final,
         )
 
-    report = PrefixAlignment(requests=1)
-    try:
-        reply = await transport.send(block_size_request(base_url), _TIMEOUTS)
-    except AgentcoreError as exc:
-        report = attrs.evolve(report, detail=f"/metrics did not answer: {exc}")
-    else:
+    # The block size and the probes' tokens are asked for at once (one round trip); the
+    # block size is kept for the client's later batches.
+    counted = _Counted(tokenize)
+    known = _BLOCKS.get(client)
+    sizes: list[BlockSize] = [] if known is None else [known]
+    measured: list[list[list[int]] | None] = []
+
+    async def read_size() -> None:
+        try:
+            reply = await transport.send(block_size_request(base_url), _TIMEOUTS)
+        except AgentcoreError as exc:
+            sizes.append(BlockSize(None, f"/metrics did not answer: {exc}"))
+            return
+        if reply.status != 200:
+            sizes.append(BlockSize(None, f"/metrics answered {reply.status}"))
+            return
         size = read_block_size(reply.body.decode("utf-8", "replace"))
-        if reply.status != 200 or size.tokens is None:
-            problem = size.problem if reply.status == 200 else f"/metrics answered {reply.status}"
-            report = attrs.evolve(report, detail=problem)
-        elif mode == "auto" and size.tokens < AUTO_MIN_BLOCK:
-            report = attrs.evolve(
-                report,
-                block_size=size.tokens,
-                detail=f"blocks of {size.tokens} tokens (align_prefix='auto' pads from "
-                f"{AUTO_MIN_BLOCK})",
-            )
+        if size.tokens is not None:
+            _BLOCKS[client] = size
+        sizes.append(size)
+
+    async def measure() -> None:
+        measured.append(await counted.all(probes(task)))
+
+    wanted = known is None or (known.tokens is not None and _pads(mode, known.tokens))
+    async with trio.open_nursery() as nursery:
+        if known is None:
+            nursery.start_soon(read_size)
+        if wanted and task.system:
+            nursery.start_soon(measure)
+    size = sizes[0]
+    report = PrefixAlignment(block_size=size.tokens, requests=int(known is None))
+    if size.tokens is None:
+        report = attrs.evolve(report, detail=size.problem)
+    elif not _pads(mode, size.tokens):
+        report = attrs.evolve(
+            report,
+            detail=f"blocks of {size.tokens} tokens (align_prefix='auto' pads from "
+            f"{AUTO_MIN_BLOCK})",
+        )
+    else:
+        first = measured[0] if measured else None
+        if measured and first is None:
+            report = attrs.evolve(report, detail=_NO_TOKENS)
         else:
-            task, found = await pad_to_blocks(task, probes, tokenize, size.tokens)
-            report = attrs.evolve(found, requests=found.requests + 1)
+            task, found = await pad_to_blocks(task, probes, tokenize, size.tokens, measured=first)
+            report = attrs.evolve(found, requests=found.requests + report.requests)
+    report = attrs.evolve(report, requests=report.requests + counted.requests)
     return task, attrs.evolve(report, seconds=trio.current_time() - started)
+
+
+def _pads(mode: AlignPrefix, block: int) -> bool:
+    """Whether ``mode`` pads for blocks of ``block`` tokens."""
+    return mode is True or block >= AUTO_MIN_BLOCK
+
+
+_BLOCKS: weakref.WeakKeyDictionary[HttpModelClient, BlockSize] = weakref.WeakKeyDictionary()
+"""The block size each client's engine reported, read once per client."""

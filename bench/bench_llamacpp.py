@@ -34,8 +34,14 @@ counts them), the server's decode steps (``n_decode_total``) and average busy sl
 process's CPU seconds. Cells are medians over ``--repeats``
 runs; the contender order rotates between repeats.
 
+With ``--typed`` the summary is a typed answer for every contender: agentcore's task has an
+output type (``Summary``), the hand-written loops send its JSON schema as ``response_format``
+with the final request, and an agent is counted ``ok`` only when its answer is a ``Summary``.
+agentcore's defaults then send neither the final instruction nor the schema in the system
+prompt (the server's grammar enforces the schema on the final request), as on vLLM.
+
 Run: ``make bench-llamacpp`` or ``.venv/bin/python bench/bench_llamacpp.py [--n 32,128]
-[--slots 8] [--repeats 3]`` (builds llama-server first: ``tools/llamacpp/setup.sh``).
+[--slots 8] [--repeats 3] [--typed]`` (builds llama-server first: ``tools/llamacpp/setup.sh``).
 """
 
 from __future__ import annotations
@@ -77,6 +83,9 @@ SERVER = ROOT / "tools" / "llamacpp" / "server.py"
 TOPICS = 9
 TEMPLATE = "Summarise the paper {paper} for the survey section on {topic}. Topic: {topic}."
 MAX_TOKENS = 128  # a tool call takes ~50 tokens: never cut (see test_llamacpp for cut ones)
+RESPONSE_FORMAT = {"type": "json_schema", "json_schema": {"name": "Summary", "schema": {
+    "type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"],
+    "additionalProperties": False}}}  # fmt: skip
 
 
 def system_prompt() -> str:
@@ -88,16 +97,38 @@ def inputs(n: int) -> list[dict[str, str]]:
     return [{"paper": f"arXiv:2501.{10000 + i}", "topic": f"topic {i % TOPICS}"} for i in range(n)]
 
 
+def is_summary(content: str | None) -> bool:
+    """Whether a reply's text is a ``Summary`` (a JSON object with a string ``text``)."""
+    import orjson
+
+    try:
+        value = orjson.loads(content or "null")
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(value, dict) and isinstance(value.get("text"), str)
+
+
 # ---------------------------------------------------------------------------- contenders
 
 
 async def run_agentcore(  # noqa: PLR0917 - a contender's settings, one call site
-    url: str, n: int, slots: int, latency: float, plain: bool = False, trace: str | None = None
+    url: str,
+    n: int,
+    slots: int,
+    latency: float,
+    plain: bool = False,
+    trace: str | None = None,
+    typed: bool = False,
 ) -> dict[str, Any]:
+    import attrs
     import trio
 
     import agentcore
     from agentcore import ModelParams
+
+    @attrs.frozen
+    class Summary:
+        text: str
 
     executions = 0
 
@@ -120,6 +151,7 @@ async def run_agentcore(  # noqa: PLR0917 - a contender's settings, one call sit
         max_turns=1,
         params=ModelParams(tool_choice="required", max_tokens=MAX_TOKENS),
         name="research",
+        output=Summary if typed else None,
         **({"final_instruction": None} if plain else {}),
     )
     cpu0, t0 = self_cpu(), time.perf_counter()
@@ -132,7 +164,9 @@ async def run_agentcore(  # noqa: PLR0917 - a contender's settings, one call sit
     return {
         "wall": time.perf_counter() - t0,
         "cpu": self_cpu() - cpu0,
-        "ok": sum(r.status == "ok" for r in results),
+        "ok": sum(
+            r.status == "ok" and (not typed or isinstance(r.output, Summary)) for r in results
+        ),
         "requests": stats.requests,
         "tool_executions": executions,
         "warm_up": None if stream.warm_up is None else stream.warm_up.done,
@@ -141,7 +175,14 @@ async def run_agentcore(  # noqa: PLR0917 - a contender's settings, one call sit
 
 
 async def run_loop(
-    url: str, n: int, slots: int | None, latency: float, *, hold: bool, isolate: bool
+    url: str,
+    n: int,
+    slots: int | None,
+    latency: float,
+    *,
+    hold: bool,
+    isolate: bool,
+    typed: bool = False,
 ) -> dict[str, Any]:
     import httpx
     import orjson
@@ -164,6 +205,8 @@ async def run_loop(
     async def ask(messages: list[dict[str, Any]], choice: str) -> dict[str, Any]:
         body = {"model": "bench", "tools": tools, "messages": messages,
                 "tool_choice": choice, "max_tokens": MAX_TOKENS}  # fmt: skip
+        if typed and choice == "none":
+            body["response_format"] = RESPONSE_FORMAT
         counts["requests"] += 1
         answer = await client.post(endpoint, content=orjson.dumps(body),
                                    headers={"content-type": "application/json"})  # fmt: skip
@@ -178,7 +221,7 @@ async def run_loop(
             {"role": "user", "content": TEMPLATE.format(**values)},
         ]
 
-        async def converse() -> None:
+        async def converse() -> bool:
             for turn, choice in enumerate(("required", "none")):
                 if hold:
                     reply = await ask(messages, choice)
@@ -189,20 +232,21 @@ async def run_loop(
                 messages.append({"role": "assistant", "content": reply.get("content") or "",
                                  **({"tool_calls": calls} if calls else {})})  # fmt: skip
                 if turn == 1 or not calls:
-                    return
+                    return not typed or (turn == 1 and is_summary(reply.get("content")))
                 for call in calls:
                     counts["tool_executions"] += 1
                     await trio.sleep(latency)
                     query = orjson.loads(call["function"]["arguments"]).get("query", "")
                     messages.append({"role": "tool", "tool_call_id": call["id"],
                                      "content": f"results for {query}"})  # fmt: skip
+            return False
 
         if hold:
             async with limit:
-                await converse()
+                good = await converse()
         else:
-            await converse()
-        counts["ok"] += 1
+            good = await converse()
+        counts["ok"] += good
 
     cpu0, t0 = self_cpu(), time.perf_counter()
     try:
@@ -223,12 +267,14 @@ def contender_main(args: argparse.Namespace) -> int:
         url = url.replace("http://", "llamacpp://")
         inflight = slots * int(capped.group(1)) if capped else slots
         plain = name == "agentcore-plain"
-        report = trio.run(run_agentcore, url, n, inflight, latency, plain, args.trace)
+        report = trio.run(run_agentcore, url, n, inflight, latency, plain, args.trace, args.typed)
     else:
         hold = name == "isolated"
         limit = None if name == "naive" else slots
         report = trio.run(
-            lambda: run_loop(url, n, limit, latency, hold=hold, isolate=name == "isolated")
+            lambda: run_loop(
+                url, n, limit, latency, hold=hold, isolate=name == "isolated", typed=args.typed
+            )
         )
     emit(report)
     return 0
@@ -303,7 +349,7 @@ def run_one(name: str, n: int, args: argparse.Namespace, port: int) -> dict[str,
     try:
         argv = [project_python(), __file__, "--contender", name, "--url",
                 f"http://127.0.0.1:{port}", "--n", str(n), "--slots", str(args.slots),
-                "--latency", str(args.latency)]  # fmt: skip
+                "--latency", str(args.latency), *(["--typed"] if args.typed else [])]  # fmt: skip
         if trace is not None:
             argv += ["--trace", str(trace)]
         measured = run_measured(argv, timeout=args.time_limit)
@@ -388,7 +434,7 @@ def report_table(n: int, runs: dict[str, list[dict[str, Any]]], args: argparse.N
                "client CPU s"]  # fmt: skip
     title = (
         f"research summary on llama-server (CPU, {args.model} model): N={n}, {TOPICS} topics, "
-        "2 turns, "
+        f"2 turns, {'a typed answer' if args.typed else 'a text answer'}, "
         f"{int(args.latency * 1000)} ms tool, {args.slots} slots (-np); medians of {args.repeats}"
     )
     return title + "\n\n" + table(headers, rows)
@@ -403,6 +449,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="tiny", help="tiny or small (tools/llamacpp/setup.sh)")
     parser.add_argument("--threads", type=int, default=1, help="llama-server compute threads")
     parser.add_argument("--contenders", type=lambda s: s.split(","), default=list(CONTENDERS))
+    parser.add_argument(
+        "--typed", action="store_true",
+        help="the summary is a typed answer (a JSON schema under response_format on the final "
+        "request, for every contender) instead of text",
+    )  # fmt: skip
     parser.add_argument("--time-limit", type=float, default=600.0)
     parser.add_argument("--json", default=None, help="also write every run to this file")
     parser.add_argument(

@@ -139,9 +139,10 @@ async def test_vllms_warm_up_checks_the_backend_while_the_prefix_is_measured() -
     assert "tools" not in check
 
 
-async def test_a_warm_request_carries_every_block_of_the_padded_prefix() -> None:
+@pytest.mark.parametrize("warm", ["request", True])
+async def test_a_warm_request_carries_every_block_of_the_padded_prefix(warm: object) -> None:
     engine = Engine(block=64)
-    _, report, server = await run(engine, warm="request")
+    _, report, server = await run(engine, warm=warm)
     assert report.done == "request" and report.alignment.aligned
     (warm,) = prompts(engine, server, first=False)
     assert shared([warm, *prompts(engine, server, first=True)]) >= report.alignment.boundary

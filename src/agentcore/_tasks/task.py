@@ -46,6 +46,7 @@ __all__ = [
     "common_opening",
     "compile_job",
     "job_run_id",
+    "one_token_call",
     "prefix_call",
     "render_message",
     "render_prompt",
@@ -408,7 +409,14 @@ def prefix_call(
     """
     config = task._schema_config if schema_on_final else task._base_config
     text = task.prefix_text if opening is None else opening
-    call = AgentLoop._for_run(config, _messages(task, text), run_id, None).start()[0]
+    return one_token_call(AgentLoop._for_run(config, _messages(task, text), run_id, None))
+
+
+def one_token_call(loop: AgentLoop) -> CallModel:
+    """The first request of ``loop``, cut to one token and not marked ``final`` (a warm-up
+    request: its reply is not wanted, and a final request tells some servers, Dynamo, to
+    evict the session's cache)."""
+    call = loop.start()[0]
     assert isinstance(call, CallModel)
     return attrs.evolve(
         call,

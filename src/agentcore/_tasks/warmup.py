@@ -50,7 +50,7 @@ from .._core.loop import AgentLoop
 from .._core.messages import Usage, UserMessage
 from .._transports.model_client import HttpModelClient
 from .align import PrefixAlignment
-from .task import Task, job_run_id, prefix_call
+from .task import Task, job_run_id, one_token_call, prefix_call
 
 if TYPE_CHECKING:
     from .._driver.driver import Driver
@@ -257,13 +257,7 @@ def _warm_call(
 def _check_call(batch_id: str) -> CallModel:
     """The ``check`` warm-up's one-token request: :data:`CHECK_PROMPT`, nothing shared."""
     run_id = job_run_id(batch_id, "check")
-    call = AgentLoop(LoopConfig(run_id=run_id), [UserMessage(CHECK_PROMPT)]).start()[0]
-    assert isinstance(call, CallModel)
-    return attrs.evolve(
-        call,
-        params=attrs.evolve(call.params, max_tokens=1),
-        hints=attrs.evolve(call.hints, final=False),
-    )
+    return one_token_call(AgentLoop(LoopConfig(run_id=run_id), [UserMessage(CHECK_PROMPT)]))
 
 
 async def _warm_up(driver: Driver, call: CallModel, strategy: WarmUp) -> WarmUpReport:

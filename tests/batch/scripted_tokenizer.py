@@ -1,6 +1,7 @@
 """A scripted chat template and tokenizer, for the block-alignment tests: a request is rendered
 the way a Qwen-style template renders it (system prompt, then the tools, then each message,
-then the generation prompt) and cut into tokens by simple, stated rules."""
+then the generation prompt) and cut into tokens by simple, stated rules. Also the task and
+inputs those tests share."""
 
 from __future__ import annotations
 
@@ -11,10 +12,43 @@ from typing import Any
 import attrs
 import orjson
 
+import agentcore
+from agentcore import ModelParams, Task
 from agentcore._codecs.openai import OpenAICodec
 from agentcore.core import CallModel
 
 CODEC = OpenAICodec(base_url="http://engine/v1", model="m", dialect="vllm")
+
+
+@agentcore.tool(cache=True)
+def search(query: str) -> str:
+    """Search the web.
+
+    Args:
+        query: what to look up.
+    """
+    return f"results for {query}"
+
+
+@attrs.frozen
+class Summary:
+    text: str
+
+
+TASK = Task(
+    prompt="Summarise the paper {paper} for the section on {topic}.",
+    system="You summarise papers. Be brief and exact.",
+    tools=[search],
+    output=Summary,
+    max_turns=1,
+    params=ModelParams(tool_choice="required"),
+)
+
+
+def papers(n: int) -> list[dict[str, str]]:
+    """Inputs numbered in order, as the benchmarks' are: the first ones share more of their
+    opening than the whole list does."""
+    return [{"paper": f"arXiv:2501.{10000 + i}", "topic": f"topic {i % 9}"} for i in range(n)]
 
 
 @attrs.frozen

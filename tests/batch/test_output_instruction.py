@@ -24,22 +24,7 @@ from agentcore.core import (
     ToolReturned,
     UserMessage,
 )
-
-
-@agentcore.tool
-def look(topic: str) -> str:
-    """Look a topic up.
-
-    Args:
-        topic: what to look up.
-    """
-    return f"notes on {topic}"
-
-
-@attrs.frozen
-class Note:
-    text: str
-
+from tests.batch.test_final_instruction import Note, look
 
 SYSTEM = "You take notes."
 FORCED = Task(

@@ -12,8 +12,7 @@ from typing import Any
 import attrs
 import pytest
 
-import agentcore
-from agentcore import ModelParams, Task
+from agentcore import Task
 from agentcore._tasks.align import (
     PAD_UNITS,
     PrefixAlignment,
@@ -23,36 +22,7 @@ from agentcore._tasks.align import (
 )
 from agentcore._tasks.task import common_opening, compile_job, prefix_call
 from agentcore.core import CallModel, SystemMessage
-from tests.batch.scripted_tokenizer import ScriptedTokenizer, shared
-
-
-@agentcore.tool
-def search(query: str) -> str:
-    """Search the web.
-
-    Args:
-        query: what to look up.
-    """
-    return query
-
-
-@attrs.frozen
-class Summary:
-    text: str
-
-
-TASK = Task(
-    prompt="Summarise the paper {paper} for the section on {topic}.",
-    system="You summarise papers. Be brief and exact.",
-    tools=[search],
-    output=Summary,
-    max_turns=1,
-    params=ModelParams(tool_choice="required"),
-)
-
-
-def papers(n: int) -> list[dict[str, str]]:
-    return [{"paper": f"arXiv:2501.{10000 + i}", "topic": f"topic {i % 9}"} for i in range(n)]
+from tests.batch.scripted_tokenizer import TASK, ScriptedTokenizer, papers, shared
 
 
 def first_request(task: Task[Any], value: Any) -> CallModel:

@@ -13,10 +13,10 @@ import orjson
 import pytest
 
 import agentcore
-from agentcore import ModelParams, Task, run_batch
+from agentcore import run_batch
 from agentcore._tasks.align import AUTO_MIN_BLOCK
 from agentcore._tasks.warmup import CHECK_PROMPT
-from tests.batch.scripted_tokenizer import ScriptedTokenizer, shared
+from tests.batch.scripted_tokenizer import TASK, ScriptedTokenizer, Summary, papers, search, shared
 from tests.driver.openai_server import Reply, completion, error, open_openai_server
 
 METRICS = (
@@ -27,30 +27,7 @@ METRICS = (
 )
 
 
-@agentcore.tool(cache=True)
-def search(query: str) -> str:
-    """Search the web.
-
-    Args:
-        query: what to look up.
-    """
-    return f"results for {query}"
-
-
-@attrs.frozen
-class Summary:
-    text: str
-
-
-TASK = Task(
-    prompt="Summarise the paper {paper}.",
-    system="You summarise papers. Be brief and exact.",
-    tools=[search],
-    output=Summary,
-    max_turns=1,
-    params=ModelParams(tool_choice="required"),
-)
-INPUTS = [{"paper": f"arXiv:2501.{10000 + i}"} for i in range(40)]
+INPUTS = papers(40)
 
 
 @attrs.define

@@ -3,6 +3,7 @@ options."""
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 import agentcore
@@ -48,11 +49,17 @@ def test_prefix_alignment_is_on_where_the_engine_can_measure_blocks(
     assert agentcore.wire.backend(url, model="m", **options).align_prefix == align
 
 
-def test_alignment_asked_of_an_engine_that_cannot_measure_blocks_is_refused() -> None:
+def test_a_configured_backend_takes_alignment_only_where_the_engine_can_measure_blocks() -> None:
+    # From a URL, tests/driver/test_backend_options.py checks every entry point alike.
+    configured = agentcore.wire.backend("llamacpp://h:1", model="m")
     with pytest.raises(ConfigError, match="align_prefix=True needs an engine"):
-        agentcore.wire.backend("llamacpp://h:1", model="m", align_prefix=True)
+        agentcore.wire.backend(configured, align_prefix=True)
+    with pytest.raises(ConfigError, match="align_prefix=True needs an engine"):
+        attrs.evolve(configured, align_prefix=True)
+    vllm = agentcore.wire.backend("vllm://h:1", model="m")
+    assert agentcore.wire.backend(vllm, align_prefix=True).align_prefix is True
     with pytest.raises(ConfigError, match="align_prefix must be"):
-        agentcore.wire.backend("vllm://h:1", model="m", align_prefix="always")
+        attrs.evolve(vllm, align_prefix="always")
 
 
 def test_llamacpp_dialect_sends_no_fields_llama_server_would_ignore() -> None:

@@ -120,6 +120,7 @@ REFUSED: list[tuple[str, str, object, str]] = [
     ("http://127.0.0.1:1", "max_reply_bytes", 0, "max_reply_bytes must be"),
     ("http://127.0.0.1:1", "warm_up", "always", "warm_up must be one of"),
     ("https://127.0.0.1:1", "verify", "no", "verify must be True, False or an ssl.SSLContext"),
+    ("vllm://127.0.0.1:1", "align_prefix", "always", "align_prefix must be"),
     ("http://127.0.0.1:1", "dialect", "klingon", "unknown dialect"),
     ("sim://", "config", {"seed": 3}, "config must be a SimConfig"),
 ]
@@ -153,6 +154,7 @@ async def test_every_entry_point_refuses_a_bad_backend_option_alike_when_it_is_b
         ("openai-batch://127.0.0.1:1", {"service_tier": "standard"}, "does not apply"),
         ("openai-batch://127.0.0.1:1", {"stream": True}, "stream=True does not apply"),
         ("anthropic://127.0.0.1:1", {"service_tier": "flex"}, "no flex tier"),
+        ("llamacpp://127.0.0.1:1", {"align_prefix": True}, "align_prefix=True needs an engine"),
         ("vllm://127.0.0.1:1", {"journal": "hops.jsonl"}, "apply to openai-batch"),
         ("vllm://127.0.0.1:1", {"reasoning_effort": "low"}, "reasoning_effort"),
         ("vllm://127.0.0.1:1", {"prompt_cache_key": True}, "not supported by the vllm"),

@@ -105,6 +105,27 @@ async def test_every_request_shares_the_prefix_up_to_the_engines_block_boundary(
     assert system == TASK.system + alignment.padding  # no output instruction: see announce_output
 
 
+@pytest.mark.parametrize("given", [list, tuple, iter])
+async def test_a_sequence_of_inputs_is_sampled_across_and_an_iterator_at_its_head(
+    given: Any,
+) -> None:
+    engine = Engine(block=64)
+    async with (
+        open_openai_server(engine.chat, engine.routes()) as server,
+        agentcore.open_batch(
+            TASK, given(INPUTS), backend=server.url, dialect="vllm", model="m"
+        ) as stream,
+    ):
+        results = [r async for r in stream]
+    assert sorted(r.index for r in results if r.status == "ok") == list(range(len(INPUTS)))
+    tokenized = [request for route, request in server.routed if route == "/tokenize"]
+    users = [m["content"] for body in tokenized for m in body["messages"] if m["role"] == "user"]
+    sequence = given is not iter
+    assert any(INPUTS[-1]["paper"] in text for text in users) is sequence
+    assert stream.warm_up is not None and stream.warm_up.alignment is not None
+    assert stream.warm_up.alignment.aligned
+
+
 async def test_vllms_warm_up_checks_the_backend_while_the_prefix_is_measured() -> None:
     # vLLM shares a prefix between requests scheduled together, so its warm-up request
     # carries no prefix: it only checks that the backend serves the model.

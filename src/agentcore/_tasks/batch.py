@@ -211,19 +211,27 @@ def _first_checked(
 ) -> Iterable[Any]:
     """``inputs``, once the context of the first run has been checked against the tools'
     ``replay_safe`` paths (a path that leads nowhere is a ``ConfigError`` before anything
-    runs). Takes the first input only."""
+    runs). Takes the first input only; a sequence is returned as it is, so the prefix
+    alignment still samples it across (:func:`.align.sample_inputs`)."""
+
+    def check(first: Any) -> None:
+        run_id = job_run_id(batch_id, 0)
+        context = RunContext(
+            index=0,
+            run_id=run_id,
+            session_id=run_id,
+            input=first,
+            deps=driver.deps if deps is None else deps,
+        )
+        driver.executor.check_context(context)
+
+    if isinstance(inputs, Sequence) and not isinstance(inputs, str | bytes):
+        if inputs:
+            check(inputs[0])
+        return inputs
     values = iter(inputs)
     for first in values:
-        run_id = job_run_id(batch_id, 0)
-        driver.executor.check_context(
-            RunContext(
-                index=0,
-                run_id=run_id,
-                session_id=run_id,
-                input=first,
-                deps=driver.deps if deps is None else deps,
-            )
-        )
+        check(first)
         return itertools.chain((first,), values)
     return ()
 

@@ -133,7 +133,7 @@ def test_a_run_killed_during_a_hop_resumes_without_submitting_any_hop_twice(
     assert "hop 1: batch" in stderr  # the progress says which hop waits, and since when
     assert " since " in stderr
     submitted = [r for r in _journal(out) if r["t"] == "batch"]
-    ended = [r for r in _journal(out) if r["t"] == "results"]
+    ended = [r for r in _journal(out) if r["t"] == "ended"]
     assert len(submitted) == 2
     assert len(ended) == 1  # killed while the second hop was in flight
     _check_cut_trace(trace, tmp_path / "timeline.svg")

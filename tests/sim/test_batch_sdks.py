@@ -115,14 +115,14 @@ def _sdk(script: str, url: str) -> dict[str, object]:
 
 def test_the_openai_sdk_runs_a_batch_against_the_simulator(sim_url: str) -> None:
     seen = _sdk(OPENAI_SCRIPT, sim_url)
-    assert seen["first"] == "in_progress"
+    assert seen["first"] == "validating"
     assert seen["status"] == "completed"
     assert seen["counts"] == {"total": 3, "completed": 3, "failed": 0}
     answers = seen["answers"]
     assert isinstance(answers, dict)
     assert sorted(answers) == ["req-0", "req-1", "req-2"]
     assert all(isinstance(text, str) and text for text in answers.values())
-    assert seen["cancelled"] == "cancelled"
+    assert seen["cancelled"] == "cancelling"
     assert seen["listed"] == list(reversed(seen["ids"]))  # type: ignore[call-overload]
 
 
@@ -137,4 +137,4 @@ def test_the_anthropic_sdk_runs_a_message_batch_against_the_simulator(sim_url: s
     assert isinstance(results, dict)
     assert results["req-0"] == ["succeeded", "end_turn", ["text"]]
     assert results["tools"] == ["succeeded", "tool_use", ["tool_use"]]
-    assert seen["cancelled"] == "ended"
+    assert seen["cancelled"] == "canceling"

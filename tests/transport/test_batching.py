@@ -13,10 +13,9 @@ from agentcore import Task, run_batch
 from agentcore._codecs.http import HttpRequest
 from agentcore._codecs.openai import OpenAICodec
 from agentcore._core.errors import TransportError, TransportErrorKind
-from agentcore._transports.batch_api import OPENAI_BATCHES, BatchState, LineResult
+from agentcore._transports.batch_api import BatchState, Channel, LineSink
 from agentcore._transports.batch_journal import BatchJournal
 from agentcore._transports.batching import BatchModelClient
-from agentcore._transports.protocol import Transport
 
 ANSWER = {
     "id": "c",
@@ -42,45 +41,40 @@ class ScriptedBatches:
     max_bytes: int = 1 << 20
     submitted: list[list[str]] = attrs.Factory(list)
     poll_times: list[float] = attrs.Factory(list)
+    cancelled: list[str] = attrs.Factory(list)
     _seen: dict[str, int] = attrs.Factory(dict)
 
     def line(self, custom_id: str, request: HttpRequest) -> bytes:
         return custom_id.encode()
 
-    async def submit(
-        self, transport: Transport, sample: HttpRequest, lines: list[bytes], tag: str
-    ) -> str:
+    async def submit(self, channel: Channel, lines: list[bytes], tag: str) -> str:
         if self.refuse:
             self.refuse -= 1
             raise TransportError(TransportErrorKind.CONNECT, "no route to the batch API")
         self.submitted.append([line.decode() for line in lines])
         return f"b{len(self.submitted)}"
 
-    async def poll(self, transport: Transport, sample: HttpRequest, batch_id: str) -> BatchState:
+    async def find(self, channel: Channel, tag: str) -> str | None:
+        return None
+
+    async def poll(self, channel: Channel, batch_id: str) -> BatchState:
         self.poll_times.append(trio.current_time())
         seen = self._seen[batch_id] = self._seen.get(batch_id, 0) + 1
         ended = seen >= self.polls
         return BatchState("completed" if ended else "in_progress", ended, batch_id=batch_id)
 
-    async def results(
-        self, transport: Transport, sample: HttpRequest, state: BatchState, custom_ids: list[str]
-    ) -> dict[str, LineResult]:
-        answers = {cid: (200, orjson.dumps(ANSWER)) for cid in custom_ids}
-        if self.unanswered:  # as an expired line: the provider names it in no result
+    async def download(self, channel: Channel, state: BatchState, sink: LineSink) -> None:
+        if self.unanswered:  # as an expired batch: the provider answers none of its lines
             self.unanswered -= 1
-            return await _unanswered(self, state, custom_ids)
-        return answers
+            return
+        for custom_id in self.submitted[int(state.batch_id[1:]) - 1]:
+            sink(custom_id, 200, orjson.dumps(ANSWER))
 
+    async def cancel(self, channel: Channel, batch_id: str) -> None:
+        self.cancelled.append(batch_id)
 
-async def _unanswered(
-    api: ScriptedBatches, state: BatchState, custom_ids: list[str]
-) -> dict[str, LineResult]:
-    """What the OpenAI adapter makes of a batch whose output file lacks every line."""
-    empty = attrs.evolve(state, where=())
-    return await OPENAI_BATCHES.results(NoTransport(), SAMPLE, empty, custom_ids)  # type: ignore[arg-type]
-
-
-SAMPLE = HttpRequest("POST", "http://batch.invalid/v1/chat/completions")
+    async def clean_up(self, channel: Channel, state: BatchState) -> None:
+        pass
 
 
 class NoTransport:

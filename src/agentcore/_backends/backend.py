@@ -38,17 +38,28 @@ def _seconds(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None
         raise ConfigError(f"{attribute.name} must be a number of seconds >= 0, got {value!r}")
 
 
+def _tokens(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ConfigError(f"{attribute.name} must be a positive integer or None, got {value!r}")
+
+
+def _flag(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{attribute.name} must be True or False, got {value!r}")
+
+
 @attrs.frozen(kw_only=True)
 class BatchSettings:
     """How a Batch API backend (``openai-batch://``, ``anthropic-batch://``) gathers its
     model calls into hops, polls them and journals them (``docs/batch.md``).
 
     Given to :func:`agentcore.wire.backend` (and every entry point that configures a
-    backend) as the keywords ``journal``, ``gather``, ``poll`` and ``poll_max``.
+    backend) as the keywords ``journal``, ``replace_journal``, ``gather``, ``poll``,
+    ``poll_max``, ``max_enqueued_tokens`` and ``clean_up``.
 
     Raises:
-        ConfigError: a journal that is no path, or a negative or non-numeric number of
-            seconds.
+        ConfigError: a journal that is no path, a negative or non-numeric number of seconds,
+            an enqueued-token limit that is no positive integer, or a flag that is no bool.
     """
 
     journal: str | os.PathLike[str] | None = attrs.field(default=None, validator=_journal)
@@ -60,6 +71,15 @@ class BatchSettings:
     """Seconds before the first poll of a submitted hop (then half as long again each time)."""
     poll_max: float = attrs.field(default=60.0, validator=_seconds)
     """The longest wait between two polls."""
+    replace_journal: bool = attrs.field(default=False, validator=_flag)
+    """Start the journal anew instead of resuming it, first cancelling the provider batches
+    the old journal left in flight (they would run, and be billed, for nothing)."""
+    max_enqueued_tokens: int | None = attrs.field(default=None, validator=_tokens)
+    """The provider's limit on input tokens enqueued at once for the model (OpenAI's batch
+    queue limit, per model and usage tier): hops are packed under it (``None``: no limit)."""
+    clean_up: bool = attrs.field(default=False, validator=_flag)
+    """Delete an ended hop's files at the provider (OpenAI's input, output and error files;
+    Anthropic's batch) once its answers are in the journal."""
 
 
 BATCH_SETTINGS: Final = tuple(field.name for field in attrs.fields(BatchSettings))

@@ -22,7 +22,7 @@ from .._transports.model_client import ModelClient
 from .._transports.protocol import Transport
 from .backend import Backend
 
-__all__ = ["batch_client", "batch_slots"]
+__all__ = ["batch_client", "batch_slots", "is_batch_client"]
 
 
 def batch_client(
@@ -48,13 +48,21 @@ def batch_client(
         configured.codec,
         transport,
         api,
-        BatchJournal(settings.journal),
+        BatchJournal(settings.journal, replace=settings.replace_journal),
         configured.model,
         ledger=ledger,
         gather=settings.gather,
         poll=settings.poll,
         poll_max=settings.poll_max,
+        max_reply_bytes=configured.max_reply_bytes,
+        max_enqueued_tokens=settings.max_enqueued_tokens,
+        clean_up=settings.clean_up,
     )
+
+
+def is_batch_client(client: object) -> bool:
+    """Whether ``client`` sends its calls through a Batch API."""
+    return isinstance(client, BatchModelClient)
 
 
 def batch_slots(client: ModelClient, max_inflight: int) -> int:

@@ -191,7 +191,8 @@ async def _open_client(  # noqa: PLR0917 - the call site's values, in its order
         kind=kind,
         max_connections=max_inflight,
         verify=configured.verify,
-        max_reply_bytes=configured.max_reply_bytes,
+        # A Batch API's results files are read line by line under the cap (batching.py).
+        max_reply_bytes=None if configured.batch is not None else configured.max_reply_bytes,
         reuse_streams=configured.reuse_streams,
     )
     if configured.batch is not None:  # a Batch API: :mod:`agentcore._backends.batch`

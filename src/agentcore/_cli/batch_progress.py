@@ -1,5 +1,7 @@
 """``agentcore run --backend openai-batch://``: the journal beside the results file, and the
-progress lines that say which hop is waiting and since when."""
+hop lines that say what each hop did: its submission (with the time the provider's window
+closes), its statuses and progress by tenths, and its end (how, when, after how long), a split,
+a refusal or a cancel. Hop numbers continue from the journal's after a resume."""
 
 from __future__ import annotations
 
@@ -10,9 +12,9 @@ from typing import IO
 import trio
 
 from .._driver.driver import Driver
-from .._transports.batching import BatchModelClient
+from .._transports.batching import BatchModelClient, HopView
 
-__all__ = ["journal_path", "show_hops"]
+__all__ = ["hop_line", "journal_path", "show_hops"]
 
 JOURNAL_SUFFIX = ".batch-journal.jsonl"
 
@@ -26,30 +28,36 @@ def _clock(seconds: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(seconds))
 
 
-async def show_hops(driver: Driver, out: IO[str], every: float = 1.0) -> None:
-    """Print a line each time a hop of the driver's batch client changes status (forever).
+def hop_line(hop: HopView) -> str:
+    """One line about a hop change: ``hop 2: batch batch_abc in_progress since 14:02:11
+    (100 requests, 37 answered)``, or what the change's note says."""
+    batch = f" batch {hop.batch_id}" if hop.batch_id else ""
+    if hop.note:
+        return f"hop {hop.number}:{batch} {hop.note}"
+    failed = f", {hop.failed} failed" if hop.failed else ""
+    return (
+        f"hop {hop.number}:{batch} {hop.status} since {_clock(hop.since)} "
+        f"({hop.requests} requests, {hop.done} answered{failed})"
+    )
 
-    Hops are looked at every ``every`` seconds, or at the client's first-poll interval when
-    that is shorter (a hop's status changes when it is polled).
+
+async def show_hops(driver: Driver, out: IO[str], every: float = 1.0) -> None:
+    """Print a line for each change of a hop of the driver's batch client (forever).
+
+    Changes are looked at every ``every`` seconds, or at the client's first-poll interval when
+    that is shorter (a hop's status changes when it is polled); none is missed between looks.
     """
     client = driver.client
     if not isinstance(client, BatchModelClient):
         return
     every = min(every, client.poll)
-    shown: dict[int, str] = {}
-    while True:
-        for hop in client.hops():
-            if shown.get(hop.number) == hop.status:
-                continue
-            shown[hop.number] = hop.status
-            batch = f" batch {hop.batch_id}" if hop.batch_id else ""
-            print(
-                f"hop {hop.number}:{batch} {hop.status} since {_clock(hop.since)} "
-                f"({hop.requests} requests, {hop.done} answered)",
-                file=out,
-                flush=True,
-            )
-        live = {hop.number for hop in client.hops()}
-        for number in [n for n in shown if n not in live]:
-            del shown[number]
-        await trio.sleep(every)
+    seen = 0
+    try:
+        while True:
+            changes, seen = client.changes(seen)
+            for hop in changes:
+                print(hop_line(hop), file=out, flush=True)
+            await trio.sleep(every)
+    finally:  # the last changes, when the batch is over
+        for hop in client.changes(seen)[0]:
+            print(hop_line(hop), file=out, flush=True)

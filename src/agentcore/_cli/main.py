@@ -566,12 +566,14 @@ def _run_locked(  # noqa: PLR0917 - one call site
             )
     todo = [i for i in range(len(inputs)) if i not in done]
     if is_batch(args.backend):  # the hops' journal lives beside the results (docs/batch.md)
-        journal = journal_path(out_path)
-        if not args.resume:
-            journal.unlink(missing_ok=True)
-        options["journal"] = str(journal)
-        options.update({k: v for k, v in (("gather", args.batch_gather),
-                                          ("poll", args.batch_poll)) if v is not None})  # fmt: skip
+        options["journal"] = str(journal_path(out_path))
+        # A fresh run starts the journal anew, cancelling the batches the old one left running.
+        options["replace_journal"] = not args.resume
+        settings = (("gather", args.batch_gather), ("poll", args.batch_poll),
+                    ("max_enqueued_tokens", args.batch_enqueued_tokens))  # fmt: skip
+        options.update({k: v for k, v in settings if v is not None})
+        if args.batch_cleanup:
+            options["clean_up"] = True
     plan = None
     if not args.no_journal:
         plan = _JournalPlan(
@@ -677,6 +679,17 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK if all(r.status == "ok" for r in results) else EXIT_FAILED
 
 
+def _str_list(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in _str_list(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of integers: {text!r}") from None
+
+
 _SIM_KNOBS = (
     ("slots", int, "concurrent engine batch slots"),
     ("scheduling", str, "fifo or priority"),
@@ -689,7 +702,18 @@ _SIM_KNOBS = (
     ("answer_tokens", int, "length of plain answers"),
     ("fail_rate", float, "share of requests answered with an injected 429/500"),
     ("batch_delay", float, "seconds from a batch's creation until it ends"),
+    ("batch_delay_max", float, "with it, each batch lasts from --batch-delay to this"),
     ("batch_fail_rate", float, "share of batch lines that fail"),
+    ("batch_fail_type", str, "the Anthropic error type of failed batch lines"),
+    ("batch_window", float, "seconds a batch may run before it expires (24 h)"),
+    ("batch_expire", _int_list, "batches (1, 2... in creation order) that expire, e.g. 3,7"),
+    ("batch_enqueued_tokens", int, "OpenAI's enqueued-token limit per model"),
+    ("batch_max_requests", int, "most lines per batch (default: the provider's)"),
+    ("batch_max_bytes", int, "most bytes per batch (default: the provider's)"),
+    ("batch_retention", float, "seconds an Anthropic batch's results can be read (29 days)"),
+    ("api_keys", _str_list, "API keys accepted, comma-separated (default: any)"),
+    ("models", _str_list, "models served, comma-separated (default: any)"),
+    ("flex_refuse_rate", float, "share of flex requests refused for capacity"),
     ("speedup", float, "divide all simulated time by this"),
     ("seed", int, "seed of the simulated model"),
 )
@@ -846,6 +870,18 @@ def _parser() -> argparse.ArgumentParser:
         "--batch-gather",
         type=_positive_float,
         help="seconds without a new model call before a hop is submitted (default 1)",
+    )
+    batch_api.add_argument(
+        "--batch-enqueued-tokens",
+        type=_positive_int,
+        help="the provider's limit on prompt tokens in batches not yet ended, per model "
+        "(OpenAI's enqueued-token limit): hops are packed and held to stay under it",
+    )
+    batch_api.add_argument(
+        "--batch-cleanup",
+        action="store_true",
+        help="delete each ended hop's files (OpenAI) or batch (Anthropic) at the provider once "
+        "its results are in the journal (default: keep them)",
     )
     run.add_argument("-q", "--quiet", action="store_true", help="no progress or summary")
     run.add_argument(

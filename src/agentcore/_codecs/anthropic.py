@@ -143,13 +143,44 @@ def _usage(counts: Mapping[str, int | None]) -> Usage:
 
 
 def _merge_usage(counts: dict[str, int | None], usage: object) -> None:
-    """Overwrite ``counts`` with the fields ``usage`` reports (the API's counts are cumulative)."""
+    """Overwrite ``counts`` with the fields ``usage`` reports (the API's counts are cumulative),
+    with the one-hour cache writes of ``cache_creation`` as ``cache_creation_1h``."""
     if not isinstance(usage, dict):
         return
     for name in _USAGE_FIELDS:
         value = wire_count(usage.get(name))
         if value is not None:
             counts[name] = value
+    split = usage.get("cache_creation")
+    if isinstance(split, dict):
+        value = wire_count(split.get("ephemeral_1h_input_tokens"))
+        if value is not None:
+            counts["cache_creation_1h"] = value
+
+
+def _service_tier(usage: object) -> str | None:
+    tier = usage.get("service_tier") if isinstance(usage, dict) else None
+    return tier if isinstance(tier, str) else None
+
+
+def _responded(
+    request_id: str,
+    message: AssistantMessage,
+    counts: Mapping[str, int | None],
+    stop_reason: object,
+    tier: str | None,
+) -> ModelResponded:
+    """The reply's event: its usage, and what bills it (cache writes, the served tier)."""
+    written = counts.get("cache_creation_input_tokens") or 0
+    return ModelResponded(
+        request_id,
+        message,
+        _usage(counts),
+        _finish_reason(stop_reason),
+        service_tier=tier,
+        cache_write_tokens=written,
+        cache_write_1h_tokens=min(counts.get("cache_creation_1h") or 0, written),
+    )
 
 
 def _finish_reason(stop_reason: object) -> str | None:
@@ -435,12 +466,11 @@ class AnthropicCodec:
             if problem is not None:
                 return ModelFailed(request_id, protocol_error(problem, status))
         counts: dict[str, int | None] = {}
-        _merge_usage(counts, payload.get("usage"))
-        return ModelResponded(
-            request_id,
-            AssistantMessage("".join(texts) or None, tuple(calls)),
-            _usage(counts),
-            _finish_reason(payload.get("stop_reason")),
+        usage = payload.get("usage")
+        _merge_usage(counts, usage)
+        message = AssistantMessage("".join(texts) or None, tuple(calls))
+        return _responded(
+            request_id, message, counts, payload.get("stop_reason"), _service_tier(usage)
         )
 
     def decode_text(
@@ -542,6 +572,7 @@ class AnthropicStreamDecoder:
         "_sse",
         "_stop_reason",
         "_stopped",
+        "_tier",
         "_tool_count",
     )
 
@@ -553,6 +584,7 @@ class AnthropicStreamDecoder:
         self._tool_count = 0
         self._counts: dict[str, int | None] = {}
         self._stop_reason: object = None
+        self._tier: str | None = None
         self._stopped = False
         self._failure: ModelError | None = None
         self._result: ModelResponded | ModelFailed | None = None
@@ -590,12 +622,8 @@ class AnthropicStreamDecoder:
             for b in self._order
             if b.kind == "tool_use"
         )
-        return ModelResponded(
-            self._request_id,
-            AssistantMessage(text or None, calls),
-            _usage(self._counts),
-            _finish_reason(self._stop_reason),
-        )
+        message = AssistantMessage(text or None, calls)
+        return _responded(self._request_id, message, self._counts, self._stop_reason, self._tier)
 
     def _events(self, events: list[SSEEvent], deltas: list[Delta]) -> None:
         for event in events:
@@ -633,6 +661,7 @@ class AnthropicStreamDecoder:
             message = payload.get("message")
             if isinstance(message, dict):
                 _merge_usage(self._counts, message.get("usage"))
+                self._tier = _service_tier(message.get("usage")) or self._tier
         elif kind == "message_stop":
             self._stopped = True
         elif kind == "error":

@@ -20,3 +20,6 @@ class Exchange:
     only)."""
     rate: RateObservation | None = None
     """What the reply's rate-limit headers said (``None``: nothing)."""
+    held: float = 0.0
+    """Seconds of the attempt spent waiting in a provider's queue (a Batch API hop): the retry
+    budget does not count them (see :class:`~agentcore.RetryPolicy`)."""

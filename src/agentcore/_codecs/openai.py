@@ -246,6 +246,7 @@ class OpenAIStreamDecoder:
         "_request_id",
         "_sse",
         "_text",
+        "_tier",
         "_usage",
     )
 
@@ -257,6 +258,7 @@ class OpenAIStreamDecoder:
         self._finish_reason: str | None = None
         self._usage: Usage | None = None
         self._nvext: dict[str, Any] = {}
+        self._tier: str | None = None
         self._done = False
         self._failure: ModelError | None = None
 
@@ -293,6 +295,7 @@ class OpenAIStreamDecoder:
             usage=self._usage if self._usage is not None else Usage(),
             finish_reason=self._finish_reason,
             timing=_timing(self._nvext),
+            service_tier=self._tier,
         )
 
     def _on_data(self, data: str, deltas: list[Delta]) -> None:
@@ -313,6 +316,9 @@ class OpenAIStreamDecoder:
         nvext = chunk.get("nvext")
         if isinstance(nvext, dict):
             self._nvext.update(nvext)
+        tier = chunk.get("service_tier")
+        if isinstance(tier, str):
+            self._tier = tier
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             self._usage = _usage(usage)
@@ -500,12 +506,14 @@ def _completion(
     reason = choice.get("finish_reason")
     usage = payload.get("usage")
     nvext = payload.get("nvext")
+    tier = payload.get("service_tier")
     return ModelResponded(
         request_id=request_id,
         message=AssistantMessage(content or None, tuple(calls)),
         usage=_usage(usage) if isinstance(usage, dict) else Usage(),
         finish_reason=reason if isinstance(reason, str) else None,
         timing=_timing(nvext) if isinstance(nvext, dict) else None,
+        service_tier=tier if isinstance(tier, str) else None,
     )
 
 

@@ -7,7 +7,10 @@ agentcore value: messages, events, effects, their parts, and any attrs value bui
 Wire format
 -----------
 - An attrs value is a JSON object with one key per field (the attribute name), in field order.
-  Every field is written, defaults included, so the bytes do not depend on defaults.
+  Every field is written, defaults included, so the bytes do not depend on defaults; except a
+  field added after its class's format was pinned (listed in ``_ONLY_WHEN_SET``), which is
+  written only when it does not hold its default: values that do not use it
+  keep their bytes, and bytes written before it existed load (the field takes its default).
 - Messages, events and effects additionally carry a ``"type"`` tag, written first, with a
   stable snake_case name (see ``_TAGS``). The tag is written wherever the value appears, so a
   value encoded on its own decodes both as its class and as its union (``Message``, ``Event``,
@@ -222,7 +225,12 @@ def _is_enum(tp: Any) -> bool:
 # ----------------------------------------------------------------------------- attrs classes
 
 
-_ONLY_WHEN_SET: frozenset[tuple[type, str]] = frozenset({(events.CallModel, "service_tier")})
+_ONLY_WHEN_SET: frozenset[tuple[type, str]] = frozenset({
+    (events.CallModel, "service_tier"),
+    (events.ModelResponded, "service_tier"),
+    (events.ModelResponded, "cache_write_tokens"),
+    (events.ModelResponded, "cache_write_1h_tokens"),
+})
 """Fields added to the format after it was fixed: written only when they differ from their
 default, so what was written before reads the same and writes back the same bytes."""
 

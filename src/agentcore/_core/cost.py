@@ -3,17 +3,24 @@
 Theory of operation
 -------------------
 Every answered model request adds its ``usage`` to the ledger under its model and the tier
-that served it (``standard``, ``flex`` or ``batch``): uncached prompt tokens, cached prompt
-tokens (priced separately: providers bill a prompt-cache hit at a fraction of the input price)
-and completion tokens. A request refused on flex for capacity and sent on to the standard tier
-counts once, on the tier that answered it; the refusal is counted as a fallback (a refused flex
-attempt is not charged by the providers).
+that billed it (``standard``, ``flex``, ``batch`` or ``priority``: the tier the reply says it
+was served on where it says one, else the tier it was sent on): uncached prompt tokens, cached
+prompt tokens (priced separately: providers bill a prompt-cache hit at a fraction of the input
+price), prompt tokens written to the cache (Anthropic bills them above the input price: 1.25x
+for a five-minute entry, 2x for a one-hour one) and completion tokens. A request refused on
+flex for capacity and sent on to the standard tier counts once, on the tier that answered it;
+the refusal is counted as a fallback (a refused flex attempt is not charged by the providers).
+An answer a resumed run replays from a Batch API journal was billed to the run that submitted
+its batch: it counts in its agent's cost (the agent's record), and apart in the report
+(:attr:`CostReport.replayed_requests`), not in the run's own cost.
 
 :meth:`CostLedger.report` prices the counts with a :data:`PriceTable` (USD per million tokens
 per model and tier; nothing is looked up on a network) and also prices the *same* tokens at the
-standard tier: the difference is the saving. A model without a price in the table is counted
-and named in :attr:`CostReport.unpriced`, and the costs are then ``None`` rather than a number
-that leaves it out.
+standard tier: the difference is the saving. A model is found in the table by its name, or by
+the name of the family it is a dated snapshot or alias of (``o3-2025-04-16``,
+``claude-sonnet-4-20250514``, ``claude-3-5-haiku-latest``, ``claude-sonnet-4-0``). A model
+without a price in the table is counted and named in :attr:`CostReport.unpriced`, and the costs
+are then ``None`` rather than a number that leaves it out.
 
 The ledger is bounded: its keys are the (model, tier) pairs seen, and the per-run costs it
 keeps for the results file are taken out when a run's record is written, the oldest dropped
@@ -36,6 +43,7 @@ from .messages import Usage
 __all__ = [
     "DEFAULT_PRICES",
     "MAX_RUNS",
+    "PRICES_READ",
     "PRICE_TIERS",
     "CostLedger",
     "CostReport",
@@ -44,12 +52,14 @@ __all__ = [
     "PriceTier",
     "RunCost",
     "TierTokens",
+    "billed_tier",
     "merge_prices",
+    "model_family",
     "price_for",
 ]
 
-PriceTier = Literal["standard", "flex", "batch"]
-PRICE_TIERS: Final[tuple[PriceTier, ...]] = ("standard", "flex", "batch")
+PriceTier = Literal["standard", "flex", "batch", "priority"]
+PRICE_TIERS: Final[tuple[PriceTier, ...]] = ("standard", "flex", "batch", "priority")
 
 MAX_RUNS: Final = 100_000
 """Per-run costs kept at most until their record is written (the oldest are dropped)."""
@@ -57,8 +67,12 @@ MAX_RUNS: Final = 100_000
 _PER_TOKEN = 1e-6  # prices are per million tokens
 
 
+_OPTIONAL_PRICES = frozenset({"cached_input", "cache_write", "cache_write_1h"})
+_PRICE_FIELDS = frozenset({"input", "output", *_OPTIONAL_PRICES})
+
+
 def _price(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is None and attribute.name == "cached_input":
+    if value is None and attribute.name in _OPTIONAL_PRICES:
         return
     if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
         raise ConfigError(f"Price.{attribute.name} must be a number >= 0, got {value!r}")
@@ -74,68 +88,151 @@ class Price:
     """Completion tokens (reasoning tokens included, as the providers bill them)."""
     cached_input: float | None = attrs.field(default=None, validator=_price)
     """Prompt tokens read from the provider's prompt cache (``None``: the input price)."""
+    cache_write: float | None = attrs.field(default=None, validator=_price)
+    """Prompt tokens written to the prompt cache with a five-minute lifetime (``None``: the
+    input price, as for providers that bill no writes)."""
+    cache_write_1h: float | None = attrs.field(default=None, validator=_price)
+    """Prompt tokens written to the prompt cache with a one-hour lifetime (``None``: the
+    five-minute write price)."""
 
     def cost(self, tokens: TierTokens) -> float:
         """The USD cost of ``tokens`` at this price."""
         cached = self.input if self.cached_input is None else self.cached_input
-        uncached = tokens.prompt_tokens - tokens.cached_tokens
+        write = self.input if self.cache_write is None else self.cache_write
+        write_1h = write if self.cache_write_1h is None else self.cache_write_1h
+        written = tokens.cache_write_tokens
+        uncached = tokens.prompt_tokens - tokens.cached_tokens - written
         total = uncached * self.input + tokens.cached_tokens * cached
+        total += (written - tokens.cache_write_1h_tokens) * write
+        total += tokens.cache_write_1h_tokens * write_1h
         return (total + tokens.completion_tokens * self.output) * _PER_TOKEN
 
 
 PriceTable = Mapping[str, Mapping[PriceTier, Price]]
 """Prices per model name, then per tier."""
 
-# Prices change: these are a starting point, not a bill. Source: the providers' pricing pages,
-# https://openai.com/api/pricing (OpenAI: flex is priced at Batch API rates) and
-# https://docs.anthropic.com/en/docs/about-claude/pricing (Anthropic: Message Batches at 50 %,
-# "cache read" as the cached price), as read in June 2025. USD per million tokens. Override or
+# Prices change: these are a starting point, not a bill. USD per million tokens. Override or
 # extend them with ``prices=`` (``open_driver``) or ``agentcore run --prices FILE.json``.
-_OPENAI_O3 = (Price(2.00, 8.00, 0.50), Price(1.00, 4.00, 0.25))
-_OPENAI_O4_MINI = (Price(1.10, 4.40, 0.275), Price(0.55, 2.20, 0.138))
-_OPENAI_41_MINI = (Price(0.40, 1.60, 0.10), Price(0.20, 0.80, 0.05))
-_OPENAI_4O_MINI = (Price(0.15, 0.60, 0.075), Price(0.075, 0.30, 0.0375))
-_CLAUDE_SONNET_4 = (Price(3.00, 15.00, 0.30), Price(1.50, 7.50, 0.15))
-_CLAUDE_HAIKU_35 = (Price(0.80, 4.00, 0.08), Price(0.40, 2.00, 0.04))
+#
+# Anthropic, as read on 2026-11-28 from https://platform.claude.com/docs/en/about-claude/pricing
+# (base input, 5-minute and 1-hour cache writes, cache hits, output) and the model overview
+# pages of Claude Sonnet 5 and 5.5; model names follow the API's ``claude-<family>-<version>``.
+# Message Batches bill input and output at 50 %; the page does not say the batch discount
+# applies to cache writes and hits, so the batch tier bills those at the standard rates (the
+# safe side: a bill never under-counted). Claude Haiku 5.5 and Opus 5.5 are left out: their
+# cache prices were not on a page read (Haiku 5.5 also bills by prompt length).
+#
+# OpenAI's pricing page (https://developers.openai.com/api/docs/pricing) was not among the
+# pages that could be read; its standard prices here are those it has long published (as
+# quoted, with that page as their source, by third-party price lists read on 2026-11-28), and
+# the priority prices are from https://openai.com/api-priority-processing/ (read the same day).
+# Flex is billed at Batch API rates (OpenAI's flex guide), on the models that offer it. Whether
+# a batch bills cached input below its input price is not confirmed: the batch tier bills
+# cached input at the batch input price (the safe side).
 
 
-def _openai(pair: tuple[Price, Price]) -> Mapping[PriceTier, Price]:
-    standard, discounted = pair
-    return MappingProxyType({"standard": standard, "flex": discounted, "batch": discounted})
+def _openai(
+    standard: Price, *, flex: bool = False, priority: Price | None = None
+) -> Mapping[PriceTier, Price]:
+    half = Price(standard.input / 2, standard.output / 2)  # cached input: the input price
+    tiers: dict[PriceTier, Price] = {"standard": standard, "batch": half}
+    if flex:
+        cached = None if standard.cached_input is None else standard.cached_input / 2
+        tiers["flex"] = Price(standard.input / 2, standard.output / 2, cached)
+    if priority is not None:
+        tiers["priority"] = priority
+    return MappingProxyType(tiers)
 
 
-def _anthropic(pair: tuple[Price, Price]) -> Mapping[PriceTier, Price]:
-    standard, batch = pair
+def _claude(
+    base: float, write_5m: float, write_1h: float, hit: float, output: float
+) -> Mapping[PriceTier, Price]:
+    standard = Price(base, output, hit, write_5m, write_1h)
+    batch = Price(base / 2, output / 2, hit, write_5m, write_1h)
     return MappingProxyType({"standard": standard, "batch": batch})
 
 
+_OPUS_45 = _claude(5.00, 6.25, 10.00, 0.50, 25.00)
+_OPUS_4 = _claude(15.00, 18.75, 30.00, 1.50, 75.00)
+_SONNET_4 = _claude(3.00, 3.75, 6.00, 0.30, 15.00)
+_SONNET_5 = _claude(2.00, 2.50, 4.00, 0.20, 10.00)
+
 DEFAULT_PRICES: Final[PriceTable] = MappingProxyType(
     {
-        "o3": _openai(_OPENAI_O3),
-        "o4-mini": _openai(_OPENAI_O4_MINI),
-        "gpt-4.1-mini": _openai(_OPENAI_41_MINI),
-        "gpt-4o-mini": _openai(_OPENAI_4O_MINI),
-        "claude-sonnet-4-20250514": _anthropic(_CLAUDE_SONNET_4),
-        "claude-3-5-haiku-20241022": _anthropic(_CLAUDE_HAIKU_35),
+        "gpt-5": _openai(Price(1.25, 10.00, 0.125), flex=True, priority=Price(2.50, 20.00, 0.25)),
+        "gpt-5-mini": _openai(
+            Price(0.25, 2.00, 0.025), flex=True, priority=Price(0.45, 3.60, 0.045)
+        ),
+        "gpt-5-nano": _openai(Price(0.05, 0.40, 0.005), flex=True),
+        "gpt-4.1": _openai(Price(2.00, 8.00, 0.50), priority=Price(3.50, 14.00, 0.875)),
+        "gpt-4.1-mini": _openai(Price(0.40, 1.60, 0.10)),
+        "gpt-4o": _openai(Price(2.50, 10.00, 1.25)),
+        "gpt-4o-mini": _openai(Price(0.15, 0.60, 0.075)),
+        "o3": _openai(Price(2.00, 8.00, 0.50), flex=True),
+        "o4-mini": _openai(Price(1.10, 4.40, 0.275), flex=True),
+        "claude-fable-5-1": _claude(10.00, 12.50, 20.00, 0.25, 50.00),
+        "claude-opus-5": _OPUS_45,
+        "claude-opus-4-8": _OPUS_45,
+        "claude-opus-4-7": _OPUS_45,
+        "claude-opus-4-6": _OPUS_45,
+        "claude-opus-4-5": _OPUS_45,
+        "claude-opus-4-1": _OPUS_4,
+        "claude-opus-4": _OPUS_4,
+        "claude-sonnet-5-5": _SONNET_5,
+        "claude-sonnet-5": _SONNET_5,
+        "claude-sonnet-4-6": _SONNET_4,
+        "claude-sonnet-4-5": _SONNET_4,
+        "claude-sonnet-4": _SONNET_4,
+        "claude-3-7-sonnet": _SONNET_4,
+        "claude-haiku-4-5": _claude(1.00, 1.25, 2.00, 0.10, 5.00),
+        "claude-3-5-haiku": _claude(0.80, 1.00, 1.60, 0.08, 4.00),
     }
 )
-"""A small default price table (see the comment above it for its source and date)."""
+"""A default price table (see the comment above it for its sources and the date they were
+read)."""
 
-_DATED = re.compile(r"-\d{4}-\d{2}-\d{2}$")
-"""A dated snapshot of a model (``o3-2025-04-16``) is priced as the model."""
+PRICES_READ: Final = "2026-11-28"
+"""When the default table's prices were read (see the comment above it)."""
+
+_SUFFIXES = (
+    re.compile(r"-\d{4}-\d{2}-\d{2}$"),  # OpenAI's dated snapshots: o3-2025-04-16
+    re.compile(r"-\d{8}$"),  # Anthropic's: claude-sonnet-4-20250514
+    re.compile(r"-latest$"),  # claude-3-5-haiku-latest
+    re.compile(r"-0$"),  # claude-sonnet-4-0
+)
+"""What names a snapshot or an alias of a model family, priced as the family."""
+
+
+def model_family(prices: PriceTable, model: str) -> str | None:
+    """The name ``model`` has in ``prices``: its own, or its family's (without a date, a
+    ``-latest`` or a ``-0`` suffix); ``None`` when neither is in the table."""
+    if model in prices:
+        return model
+    for suffix in _SUFFIXES:
+        family = suffix.sub("", model)
+        if family != model and family in prices:
+            return family
+    return None
 
 
 def _as_price(model: str, tier: str, value: Any) -> Price:
     if isinstance(value, Price):
         return value
     if isinstance(value, Mapping):
-        unknown = set(value) - {"input", "output", "cached_input"}
+        unknown = set(value) - _PRICE_FIELDS
         if unknown or "input" not in value or "output" not in value:
             raise ConfigError(
                 f"the price of {model!r} on {tier!r} needs 'input' and 'output' (and may have "
-                f"'cached_input'), USD per million tokens; got {dict(value)!r}"
+                f"'cached_input', 'cache_write', 'cache_write_1h'), USD per million tokens; "
+                f"got {dict(value)!r}"
             )
-        return Price(value["input"], value["output"], value.get("cached_input"))
+        return Price(
+            value["input"],
+            value["output"],
+            value.get("cached_input"),
+            value.get("cache_write"),
+            value.get("cache_write_1h"),
+        )
     raise ConfigError(f"the price of {model!r} on {tier!r} must be a Price or a mapping")
 
 
@@ -144,9 +241,9 @@ def merge_prices(
 ) -> PriceTable:
     """``base`` with the user's prices laid over it, model by model and tier by tier.
 
-    ``overrides`` maps a model name to a mapping of tier (``standard``, ``flex``, ``batch``) to
-    a :class:`Price` or a mapping ``{"input", "output", "cached_input"}`` (USD per million
-    tokens), as read from a JSON file.
+    ``overrides`` maps a model name to a mapping of tier (``standard``, ``flex``, ``batch``,
+    ``priority``) to a :class:`Price` or a mapping ``{"input", "output", "cached_input",
+    "cache_write", "cache_write_1h"}`` (USD per million tokens), as read from a JSON file.
 
     Raises:
         ConfigError: an unknown tier or a malformed price.
@@ -169,12 +266,25 @@ def merge_prices(
 
 
 def price_for(prices: PriceTable, model: str, tier: PriceTier) -> Price | None:
-    """The price of ``model`` on ``tier``: its own entry, else the entry of the model it is a
-    dated snapshot of; ``None`` when the table has neither."""
-    entry = prices.get(model)
-    if entry is None:
-        entry = prices.get(_DATED.sub("", model))
-    return None if entry is None else entry.get(tier)
+    """The price of ``model`` on ``tier``: its own entry, else its family's
+    (:func:`model_family`); ``None`` when the table has neither."""
+    family = model_family(prices, model)
+    return None if family is None else prices[family].get(tier)
+
+
+def billed_tier(reported: str | None, sent: PriceTier) -> PriceTier:
+    """The tier a reply is billed at: the one it says it was served on (OpenAI's
+    ``service_tier``: ``default``, ``flex``, ``priority``, ``scale``; Anthropic's
+    ``standard``, ``priority``, ``batch``), else the one it was ``sent`` on."""
+    if reported is None:
+        return sent
+    word = reported.lower()
+    if word in ("default", "standard", "auto", "scale"):
+        return "standard"
+    for tier in PRICE_TIERS:
+        if word == tier:
+            return tier
+    return sent
 
 
 @attrs.frozen
@@ -183,11 +293,16 @@ class TierTokens:
 
     requests: int = 0
     prompt_tokens: int = 0
-    """All prompt tokens, cached ones included."""
+    """All prompt tokens, cached ones and cache writes included."""
     cached_tokens: int = 0
+    """Of those, read from the prompt cache."""
     completion_tokens: int = 0
     cost: float | None = None
     """USD at this tier's prices (``None``: a model has no price here)."""
+    cache_write_tokens: int = 0
+    """Of the prompt tokens, written to the prompt cache."""
+    cache_write_1h_tokens: int = 0
+    """Of those, written with a one-hour lifetime."""
 
 
 @attrs.frozen
@@ -206,6 +321,11 @@ class CostReport:
     """Of those, refused for capacity and sent on to the standard tier at once."""
     unpriced: tuple[str, ...] = ()
     """Models (with their tier) that the price table has no price for."""
+    replayed_requests: int = 0
+    """Answers replayed from a Batch API journal by a resumed run: billed to the run that
+    submitted their batch, so counted in their agents' costs but not in :attr:`cost`."""
+    replayed_cost: float | None = 0.0
+    """USD of those answers (``None``: a model has no price)."""
 
     @property
     def savings(self) -> float | None:
@@ -238,12 +358,16 @@ class RunCost:
     """Answered requests per tier."""
 
 
-def _add_tokens(tokens: TierTokens, usage: Usage) -> TierTokens:
+def _add_tokens(tokens: TierTokens, usage: Usage, writes: tuple[int, int]) -> TierTokens:
+    cached = min(usage.cached_tokens or 0, usage.prompt_tokens)
+    written = min(writes[0], usage.prompt_tokens - cached)
     return TierTokens(
         tokens.requests + 1,
         tokens.prompt_tokens + usage.prompt_tokens,
-        tokens.cached_tokens + min(usage.cached_tokens or 0, usage.prompt_tokens),
+        tokens.cached_tokens + cached,
         tokens.completion_tokens + usage.completion_tokens,
+        cache_write_tokens=tokens.cache_write_tokens + written,
+        cache_write_1h_tokens=tokens.cache_write_1h_tokens + min(writes[1], written),
     )
 
 
@@ -259,17 +383,35 @@ class CostLedger:
         self._tokens: dict[tuple[str, PriceTier], TierTokens] = {}
         self.flex_attempts = 0
         self.flex_refused = 0
+        self._replayed: dict[tuple[str, PriceTier], TierTokens] = {}
         self._runs: OrderedDict[str, tuple[float | None, float | None, dict[str, int]]] = (
             OrderedDict()
         )
 
-    def add(self, model: str, tier: PriceTier, usage: Usage, run: str | None = None) -> None:
-        """Count one answered request of ``model`` served on ``tier`` (of run ``run``)."""
+    def add(
+        self,
+        model: str,
+        tier: PriceTier,
+        usage: Usage,
+        run: str | None = None,
+        *,
+        replayed: bool = False,
+        writes: tuple[int, int] = (0, 0),
+    ) -> None:
+        """Count one answered request of ``model`` billed on ``tier`` (of run ``run``).
+
+        Args:
+            replayed: an answer replayed from a journal, billed to an earlier run: counted in
+                the run's cost, apart in the report.
+            writes: of the prompt tokens, those written to the prompt cache, and of those the
+                ones written for an hour.
+        """
         key = (model, tier)
-        self._tokens[key] = _add_tokens(self._tokens.get(key, TierTokens()), usage)
+        counts = self._replayed if replayed else self._tokens
+        counts[key] = _add_tokens(counts.get(key, TierTokens()), usage, writes)
         if run is None:
             return
-        one = _add_tokens(TierTokens(), usage)
+        one = _add_tokens(TierTokens(), usage, writes)
         cost, standard = self._price(model, tier, one), self._price(model, "standard", one)
         spent, spent_standard, requests = self._runs.pop(run, (0.0, 0.0, {}))
         requests[tier] = requests.get(tier, 0) + 1
@@ -321,7 +463,13 @@ class CostLedger:
                 seen.cached_tokens + tokens.cached_tokens,
                 seen.completion_tokens + tokens.completion_tokens,
                 None if seen.cost is None or at_tier is None else seen.cost + at_tier,
+                seen.cache_write_tokens + tokens.cache_write_tokens,
+                seen.cache_write_1h_tokens + tokens.cache_write_1h_tokens,
             )
+        replayed: float | None = 0.0
+        for (model, tier), tokens in self._replayed.items():
+            at_tier = self._price(model, tier, tokens)
+            replayed = None if replayed is None or at_tier is None else replayed + at_tier
         return CostReport(
             MappingProxyType(tiers),
             cost,
@@ -329,4 +477,6 @@ class CostLedger:
             self.flex_attempts,
             self.flex_refused,
             tuple(unpriced),
+            sum(t.requests for t in self._replayed.values()),
+            replayed,
         )

@@ -118,6 +118,16 @@ class ModelResponded:
     finish_reason: str | None = None
     timing: ServerTiming | None = None
     """Server-reported timing, when the backend gives it (Dynamo ``nvext.timing``)."""
+    service_tier: str | None = None
+    """The service tier the reply says it was served on (OpenAI's ``service_tier``:
+    ``default``, ``flex``, ``priority``...; Anthropic's ``usage.service_tier``: ``standard``,
+    ``priority``, ``batch``), when it says one: the tier it is billed at."""
+    cache_write_tokens: int = 0
+    """Of ``usage.prompt_tokens``, tokens written to the provider's prompt cache (Anthropic's
+    ``cache_creation_input_tokens``), billed above the input price."""
+    cache_write_1h_tokens: int = 0
+    """Of ``cache_write_tokens``, those written with a one-hour lifetime (billed higher than
+    the five-minute ones)."""
 
 
 @attrs.frozen

@@ -13,8 +13,11 @@ Rules, in order, after attempt ``n`` (1-based) failed with ``error``:
 4. The wait is the server's ``retry_after`` when it sent one, capped at ``max_retry_after``;
    otherwise exponential back-off with full jitter: a uniform draw in
    ``[0, min(max_delay, base_delay * 2 ** (n - 1)))``.
-5. If the wait would end after the time budget (``max_elapsed`` since the first attempt, or the
+5. If the wait would end after the time budget (``max_elapsed`` of the request's time, or the
    caller's own remaining time, e.g. a run deadline), give up now rather than sleep in vain.
+   The budget counts the attempts and the waits between them, not the time an attempt spent
+   queued at a provider (a Batch API hop, which may last up to 24 hours): the caller passes
+   ``elapsed`` without it.
 """
 
 from __future__ import annotations
@@ -56,7 +59,8 @@ class RetryPolicy:
     max_retry_after: float = attrs.field(default=60.0, validator=_seconds)
     """Seconds: the cap on a server's ``retry-after``."""
     max_elapsed: float = attrs.field(default=300.0, validator=_seconds)
-    """Seconds since the first attempt after which no retry starts."""
+    """Seconds of the request after which no retry starts: since its first attempt, less the
+    time its attempts waited in a provider's queue (a Batch API hop)."""
     # Last, so that positional arguments keep their meaning.
     stop_on_repeat: bool = attrs.field(default=True, validator=is_bool)
     """End the request when a retry fails with the same server error as the attempt before
@@ -78,7 +82,8 @@ class RetryPolicy:
         Args:
             attempt: how many attempts were made so far (1 after the first failure).
             error: why the last attempt failed.
-            elapsed: seconds since the first attempt started.
+            elapsed: seconds of the request so far (since the first attempt started, less the
+                time its attempts spent queued at a provider).
             random: returns a float in ``[0, 1)``; used for jitter.
             remaining: seconds left in the caller's own budget (a deadline), if any.
             previous: why the attempt before the last one failed, if it did (for

@@ -30,6 +30,7 @@ from typing import Any
 import trio
 
 from .._backends.backend import Backend
+from .._backends.batch import is_batch_client
 from .._codecs.classify import deadline_error
 from .._core.budgets import UsageLimits
 from .._core.cost import CostLedger
@@ -408,4 +409,5 @@ class Driver:
             self._limiter.statistics(),
             self._rates.statistics(),
             None if self.cost is None else self.cost.report(),
+            batch_api=is_batch_client(self._client),
         )

@@ -200,6 +200,7 @@ class ModelRequests:
             call = least_served_first(call, attained_service(run))
         first = trio.current_time()
         attempts = 0
+        held = 0.0  # time spent in providers' queues (Batch API hops): not the retry budget's
         slot_wait = 0.0
         previous: ModelError | None = None
         failed: ErrorKind | None = None
@@ -238,6 +239,7 @@ class ModelRequests:
                 raise
             now = trio.current_time()
             event = exchange.event
+            held += exchange.held
             self._ended(call, run, exchange, slot, reservation, now)
             if self.breaker is not None:
                 self.breaker.record(now, event, probe)
@@ -245,7 +247,7 @@ class ModelRequests:
             if isinstance(event, ModelResponded):
                 break
             ended = await self._back_off(
-                call, run, steps, sink, event.error, previous, attempts, now - first, now
+                call, run, steps, sink, event.error, previous, attempts, now - first - held, now
             )
             if ended is not None:
                 now = ended
@@ -355,8 +357,9 @@ class ModelRequests:
         elapsed: float,
         now: float,
     ) -> float | None:
-        """After a failed attempt (``error``, ending at ``now``, ``elapsed`` seconds after the
-        request began; ``previous``: the failure before), sleep the back-off and return
+        """After a failed attempt (``error``, ending at ``now``, ``elapsed`` seconds of the
+        request's retry budget spent: since it began, less the time its attempts were held in
+        a provider's queue; ``previous``: the failure before), sleep the back-off and return
         ``None`` to try again, or return when the request ended: the failure is final, a
         delta was delivered, or the :attr:`breaker` opened (before or during the back-off)."""
         deadline = trio.current_effective_deadline()

@@ -348,7 +348,9 @@ class DriverStatistics:
     """The tool executor's own statistics value."""
     slots: SlotStatistics
     slot_utilisation: float | None
-    """Busy slot-seconds / (``max_inflight`` x wall time)."""
+    """Busy slot-seconds / (``max_inflight`` x wall time); on a Batch API backend, whose slots
+    are not a capacity (a hop takes every waiting call), / (the most calls in flight at once x
+    wall time): the share of the peak hop kept in flight, as the timeline picture draws it."""
     served_by: Mapping[str, int] = attrs.field(factory=dict)
     """With model fallback: requests answered, per backend name (empty without fallback)."""
     rates: RateLimiterStatistics | None = None
@@ -372,12 +374,16 @@ def collect(  # noqa: PLR0917 - one call site, the driver's
     slots: SlotStatistics,
     rates: RateLimiterStatistics,
     cost: CostReport | None,
+    *,
+    batch_api: bool = False,
 ) -> DriverStatistics:
     """A driver's :class:`DriverStatistics` over ``wall`` seconds: its runs' ends by status,
-    its request totals and the statistics of its parts."""
+    its request totals and the statistics of its parts (``batch_api``: the backend is a Batch
+    API, whose utilisation is counted against its peak, see
+    :attr:`DriverStatistics.slot_utilisation`)."""
     known_prompt = requests.known_prompt_tokens
     cached = requests.cached_tokens
-    capacity = slots.max_inflight * wall
+    capacity = (slots.peak_in_use if batch_api else slots.max_inflight) * wall
     return DriverStatistics(
         wall_time=wall,
         runs=sum(ends.values()),

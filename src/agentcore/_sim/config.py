@@ -75,7 +75,32 @@ def _names(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         return
     if not isinstance(value, tuple) or not all(isinstance(v, str) and v for v in value):
         raise ConfigError(
-            f"SimConfig.{attribute.name} must be None or a list of model names, got {value!r}"
+            f"SimConfig.{attribute.name} must be None or a list of non-empty strings, got {value!r}"
+        )
+
+
+_FAIL_TYPES = (
+    "rate_limit_error",
+    "api_error",
+    "overloaded_error",
+    "timeout_error",
+    "billing_error",
+)
+
+
+def _fail_type(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and value not in _FAIL_TYPES:
+        raise ConfigError(
+            f"SimConfig.{attribute.name} must be None or one of {list(_FAIL_TYPES)}, got {value!r}"
+        )
+
+
+def _batch_numbers(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, tuple) or not all(
+        isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value
+    ):
+        raise ConfigError(
+            f"SimConfig.{attribute.name} must be a list of batch numbers >= 1, got {value!r}"
         )
 
 
@@ -163,6 +188,51 @@ class SimConfig:
     batch_fail_rate: float = attrs.field(default=0.0, validator=_share)
     """Share of batch lines that fail (a 500 or 429 line in OpenAI's error file, an
     ``errored`` result in Anthropic's); a line sent again gets a fresh draw."""
+    batch_fail_type: str | None = attrs.field(default=None, validator=_fail_type)
+    """The error every failed batch line reports, as Anthropic names it (``rate_limit_error``,
+    ``api_error``, ``overloaded_error``, ``timeout_error``, ``billing_error``; OpenAI lines
+    carry the matching status and code); ``None``: a 429 or a 500, drawn per line."""
+    batch_delay_max: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_number(0.0))
+    )
+    """With it, each batch lasts a duration drawn (per batch, by the seed) between
+    ``batch_delay`` and this many simulated seconds."""
+    batch_window: float = attrs.field(default=86400.0, validator=_positive)
+    """Simulated seconds a batch may run (both providers: 24 h); a batch still running then
+    expires, its unfinished lines expired."""
+    batch_expire: tuple[int, ...] = attrs.field(
+        default=(), converter=_optional_names, validator=_batch_numbers
+    )
+    """The batches (1 for the first created, 2 for the second...) that run past their window:
+    half their lines are answered by then, the rest expire."""
+    batch_enqueued_tokens: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_count)
+    )
+    """OpenAI's enqueued-token limit: prompt tokens per model in batches not yet ended; a
+    batch that would pass it fails (``token_limit_exceeded``). ``None``: no limit."""
+    batch_max_requests: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_count)
+    )
+    """Most lines a batch may hold (``None``: the provider's, 50,000 for OpenAI and 100,000
+    for Anthropic)."""
+    batch_max_bytes: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_count)
+    )
+    """Most bytes a batch's input may hold (``None``: the provider's, 200 MB for OpenAI's
+    input file and 256 MB for an Anthropic batch, as 10**6 bytes each)."""
+    batch_retention: float = attrs.field(default=29 * 86400.0, validator=_positive)
+    """Simulated seconds after its creation during which an Anthropic batch's results can be
+    downloaded (29 days); later they answer 404."""
+    api_keys: tuple[str, ...] | None = attrs.field(
+        default=None, converter=_optional_names, validator=_names
+    )
+    """The API keys accepted (``Authorization: Bearer``, ``x-api-key``); any other gets a 401
+    on every route but ``/health``. ``None``: any key, or none."""
+    models: tuple[str, ...] | None = attrs.field(
+        default=None, converter=_optional_names, validator=_names
+    )
+    """The models served; a request for another gets a 404 (``model_not_found``), a batch line
+    too. ``None``: any model."""
 
     def prefill_seconds(self, uncached_tokens: int) -> float:
         """Simulated seconds to prefill ``uncached_tokens`` prompt tokens."""

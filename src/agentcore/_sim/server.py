@@ -39,7 +39,7 @@ import h11
 import orjson
 import trio
 
-from .batches import BatchStore
+from .batches import BatchStore, auth_refusal
 from .config import SimConfig
 from .engine import Engine
 from .policy import FaultInjector, plan_reply, prompt_digest
@@ -144,7 +144,7 @@ class _App:
         )
         self.numbers = itertools.count(1)
         self.tokens = TokenMemo()
-        self.batches = BatchStore(config, self.tokens, self.numbers)
+        self.batches = BatchStore(config, self.tokens, self.numbers, self.engine.cache)
         self.requests = 0
         self.streamed = 0
         self.rejected = 0
@@ -305,6 +305,12 @@ class _App:
     ) -> None:
         path = request.target.split(b"?", 1)[0]
         method = request.method
+        refused = auth_refusal(path, dict(request.headers), self.config.api_keys)
+        if refused is not None:
+            status, answer, content_type = refused
+            self.rejected += 1
+            await self._respond(conn, stream, status, answer, content_type=content_type)
+            return
         if path in _CHAT_PATHS:
             if method != b"POST":
                 await self._reject(conn, stream, 405, f"use POST for {path.decode()}")
@@ -345,6 +351,13 @@ class _App:
             return
         except InvalidRequest as exc:
             await self._reject(conn, stream, 400, exc.message, exc.param)
+            return
+        served = config.models
+        if served is not None and (request.model or config.model) not in served:
+            message = f"The model `{request.model}` does not exist or you do not have access to it."
+            body = error_body(message, "invalid_request_error", code="model_not_found")
+            self.rejected += 1
+            await self._respond(conn, stream, 404, body, headers)
             return
         parts = render_prompt_parts(request)
         prompt = "".join(parts)

@@ -19,7 +19,9 @@ and by every request after it without sending anything, so a batch stops before 
 anything (a batch's warm-up sends that first request before the fan-out).
 
 Every answered request is counted in the :class:`~agentcore._core.cost.CostLedger` under the
-model and the tier that answered it, with its run (the request's session id).
+model and the tier that billed it, with its run (the request's session id): the tier the reply
+says it was served on (OpenAI's ``service_tier``: a flex request may be served on ``default``),
+else the tier it was sent on; prompt-cache writes are counted apart (priced above the input).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import trio
 
 from .._codecs.codec import Codec
 from .._codecs.exchange import Exchange
-from .._core.cost import CostLedger
+from .._core.cost import CostLedger, billed_tier
 from .._core.errors import ConfigError
 from .._core.events import CallModel, ModelFailed, ModelResponded
 from .._core.service_tier import TierPolicy, WireTier
@@ -110,7 +112,10 @@ class TieredModelClient:
                     if tier == "flex":
                         self.ledger.flex_sent(refused=False)
                         self._confirmed = True
-                    self.ledger.add(self.model, tier, event.usage, call.hints.session_id or None)
+                    billed = billed_tier(event.service_tier, tier)
+                    writes = (event.cache_write_tokens, event.cache_write_1h_tokens)
+                    run = call.hints.session_id or None
+                    self.ledger.add(self.model, billed, event.usage, run, writes=writes)
                     return exchange
                 try:
                     following = self.policy.after(tier, event.error, self.model)

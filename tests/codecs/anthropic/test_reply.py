@@ -49,6 +49,7 @@ def test_text_and_parallel_tool_use_become_one_assistant_message() -> None:
         ),
         Usage(prompt_tokens=40 + 1500 + 0, completion_tokens=58, cached_tokens=0),
         "tool_calls",
+        cache_write_tokens=1500,  # of the prompt tokens, written to the cache (billed above)
     )
 
 

@@ -136,6 +136,7 @@ def test_parallel_tool_stream_numbers_calls_and_skips_thinking() -> None:
         ),
         Usage(prompt_tokens=1540, completion_tokens=58, cached_tokens=0),
         "tool_calls",
+        cache_write_tokens=1500,  # of the prompt tokens, written to the cache (billed above)
     )
 
 

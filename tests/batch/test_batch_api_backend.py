@@ -96,25 +96,27 @@ def _created(sim_url: str, kind: str) -> list[dict[str, object]]:
     return list(listing["data"])
 
 
-def _kill_during_hop(command: list[str], env: dict[str, str], out: Path, hop: int) -> str:
-    """Run ``command`` until the journal records hop ``hop``'s batch, then SIGKILL it."""
+def _kill_during_hop(
+    command: list[str], env: dict[str, str], out: Path, hop: int, sig: int = signal.SIGKILL
+) -> tuple[int, str]:
+    """Run ``command`` until the journal records hop ``hop``'s batch, then send it ``sig``;
+    its exit status and standard error."""
     proc = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     try:
         while time.monotonic() < deadline:
             batches = [r for r in _journal(out) if r["t"] == "batch"]
             if len(batches) >= hop:
-                proc.send_signal(signal.SIGKILL)
+                proc.send_signal(sig)
                 break
             assert proc.poll() is None, "the run ended before it could be killed"
             time.sleep(0.02)
         else:
             pytest.fail("the hop was never submitted")
+        _, stderr = proc.communicate(timeout=60)
     finally:
         proc.kill()
-        _, stderr = proc.communicate(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
-    return stderr
+    return proc.returncode, stderr
 
 
 @pytest.mark.parametrize("kind", ["openai", "anthropic"])
@@ -129,9 +131,13 @@ def test_a_run_killed_during_a_hop_resumes_without_submitting_any_hop_twice(
     fast = ["--batch-poll", "0.1", "--batch-gather", "0.3"]
 
     trace = tmp_path / "trace.json"
-    stderr = _kill_during_hop(_cli(*base, *fast, "--trace", trace), env, out, hop=2)
+    code, stderr = _kill_during_hop(_cli(*base, *fast, "--trace", trace), env, out, hop=2)
+    assert code == -signal.SIGKILL
     assert "hop 1: batch" in stderr  # the progress says which hop waits, and since when
     assert " since " in stderr
+    assert "hop 1: batch" in stderr and " submitted at " in stderr  # ...when it was submitted
+    assert "tomorrow at the latest" in stderr  # ...when it ends at the latest
+    assert "hop 1: batch" in stderr and " after " in stderr  # ...and how long it took
     submitted = [r for r in _journal(out) if r["t"] == "batch"]
     ended = [r for r in _journal(out) if r["t"] == "ended"]
     assert len(submitted) == 2
@@ -147,6 +153,9 @@ def test_a_run_killed_during_a_hop_resumes_without_submitting_any_hop_twice(
         check=False,
     )
     assert resumed.returncode == 0, resumed.stderr
+    # The resumed run's hops go on from the journal's numbers: hop 2 again (polled), then 3.
+    assert "hop 1:" not in resumed.stderr
+    assert "hop 2: batch" in resumed.stderr and "hop 3: batch" in resumed.stderr
 
     records = _records(out)
     assert sorted(r["index"] for r in records) == list(range(AGENTS))  # type: ignore[type-var]
@@ -215,3 +224,72 @@ def test_a_run_without_resume_starts_a_new_journal(tmp_path: Path, sim_url: str)
     hops = {r["hop"] for r in _journal(out)}
     assert hops
     assert "old-1" not in hops  # the stale batch "x" was neither polled nor kept
+
+
+def _backend(sim_url: str, kind: str) -> str:
+    return f"{kind}-batch://{sim_url.removesuffix('/v1').removeprefix('http://')}"
+
+
+@pytest.mark.batch_delay(3600)  # hops last an hour: they are in flight when the run stops
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+def test_ctrl_c_cancels_the_batches_in_flight_and_says_so(
+    tmp_path: Path, sim_url: str, kind: str
+) -> None:
+    task, inputs, env = _folder(tmp_path)
+    out = tmp_path / "out.jsonl"
+    command = _cli("run", task, inputs, "-o", out, "--backend", _backend(sim_url, kind),
+                   "--model", "m", "--batch-poll", "0.1", "--batch-gather", "0.3")  # fmt: skip
+    code, stderr = _kill_during_hop(command, env, out, hop=1, sig=signal.SIGINT)
+    assert code == 130, stderr
+    assert "cancelled at the provider" in stderr
+    (batch,) = _created(sim_url, kind)
+    assert batch.get("status", "cancelling") in ("cancelling", "cancelled")
+    assert batch.get("processing_status", "canceling") in ("canceling", "ended")
+    assert [r["t"] for r in _journal(out) if r["t"] != "answer"][-1] == "cancelled"
+
+
+@pytest.mark.batch_delay(3600)
+def test_agents_that_time_out_have_their_hop_cancelled_and_the_run_says_so(
+    tmp_path: Path, sim_url: str
+) -> None:
+    task, inputs, env = _folder(tmp_path)
+    out = tmp_path / "out.jsonl"
+    command = _cli("run", task, inputs, "-o", out, "--backend", _backend(sim_url, "openai"),
+                   "--model", "m", "--batch-poll", "0.1", "--batch-gather", "0.3",
+                   "--timeout", "3")  # fmt: skip
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120,
+                          check=False)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "cancelled at the provider" in done.stderr
+    assert len(_records(out)) == AGENTS  # every agent has its record: failed, timed out
+    (batch,) = _created(sim_url, "openai")
+    assert batch["status"] in ("cancelling", "cancelled")
+
+
+@pytest.mark.batch_delay(3600)
+def test_a_fresh_run_cancels_the_batches_the_last_one_left_running(
+    tmp_path: Path, sim_url: str
+) -> None:
+    task, _, env = _folder(tmp_path)
+    few = tmp_path / "few.jsonl"
+    few.write_bytes(b'{"term": "a"}\n{"term": "b"}\n')
+    out = tmp_path / "out.jsonl"
+    base = ["run", task, few, "-o", out, "--backend", _backend(sim_url, "openai"), "--model",
+            "m", "--batch-poll", "0.1", "--batch-gather", "0.3"]  # fmt: skip
+    code, _ = _kill_during_hop(_cli(*base), env, out, hop=1)
+    assert code == -signal.SIGKILL
+    (orphan,) = _created(sim_url, "openai")
+    fresh = subprocess.Popen(_cli(*base, "--force"), env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(_created(sim_url, "openai")) < 2:
+            time.sleep(0.1)
+        fresh.send_signal(signal.SIGINT)
+        _, stderr = fresh.communicate(timeout=60)
+    finally:
+        fresh.kill()
+    assert f"batch {orphan['id']} (hop 1 of the replaced journal) cancelled at the provider" in (
+        stderr
+    )
+    statuses = {b["id"]: b["status"] for b in _created(sim_url, "openai")}
+    assert statuses[orphan["id"]] in ("cancelling", "cancelled")

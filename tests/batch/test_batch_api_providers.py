@@ -5,6 +5,8 @@ expired or cancelled, submissions refused, limits, and what each costs."""
 from __future__ import annotations
 
 import functools
+import itertools
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,7 +20,8 @@ import trio
 import trio.testing
 
 import agentcore
-from agentcore import Task, UsageLimits, open_batch, open_driver, run_batch
+from agentcore import ConfigError, Task, UsageLimits, open_batch, open_driver, run_batch
+from agentcore._core.cost import CostLedger, merge_prices
 from agentcore._core.events import ErrorKind
 from agentcore._sim import SimConfig, open_sim_server
 from agentcore._transports.backends import backend as make_backend
@@ -185,16 +188,16 @@ class _Gone:
 
 def _client(
     url: str, journal: Path | None = None, *, gone: bool = False, api_key: str | None = None,
-    **options: Any,
+    model: str = "m", **options: Any,
 ) -> BatchModelClient:  # fmt: skip
-    configured = make_backend(url, model="m", api_key=api_key)
+    configured = make_backend(url, model=model, api_key=api_key)
     transport: Any = make_transport(configured.base_url, kind="lean", max_connections=4,
                                     max_reply_bytes=None)  # fmt: skip
     if gone:
         transport = _Gone(transport)
     api = OPENAI_BATCHES if url.startswith("openai") else ANTHROPIC_BATCHES
     return BatchModelClient(
-        configured.codec, transport, api, BatchJournal(journal), "m", **{**SLOW, **options}
+        configured.codec, transport, api, BatchJournal(journal), model, **{**SLOW, **options}
     )
 
 
@@ -285,10 +288,13 @@ async def test_a_submission_refused_for_its_key_fails_each_call_once_with_status
 
 
 @asynccontextmanager
-async def _answering(status: int, body: bytes) -> AsyncIterator[tuple[str, list[str]]]:
-    """A server on loopback answering every request with ``status`` and ``body``; yields its
-    base URL and the requests it saw."""
+async def _answering(
+    status: int, body: bytes, headers: list[tuple[str, str]] | None = None
+) -> AsyncIterator[tuple[str, list[str], list[float]]]:
+    """A server on loopback answering every request with ``status``, ``headers`` and
+    ``body``; yields its base URL, the requests it saw and when."""
     seen: list[str] = []
+    times: list[float] = []
 
     async def serve(stream: trio.SocketStream) -> None:
         conn = h11.Connection(h11.SERVER)
@@ -302,9 +308,11 @@ async def _answering(status: int, body: bytes) -> AsyncIterator[tuple[str, list[
                 continue
             if isinstance(event, h11.Request):
                 seen.append(f"{event.method.decode()} {event.target.decode()}")
+                times.append(trio.current_time())
             elif isinstance(event, h11.EndOfMessage):
-                headers = [("content-type", "application/json"), ("content-length", str(len(body)))]
-                out = conn.send(h11.Response(status_code=status, headers=headers))
+                answer = [("content-type", "application/json"),
+                          ("content-length", str(len(body))), *(headers or [])]  # fmt: skip
+                out = conn.send(h11.Response(status_code=status, headers=answer))
                 out = (out or b"") + (conn.send(h11.Data(data=body)) or b"")
                 await stream.send_all(out + (conn.send(h11.EndOfMessage()) or b""))
                 conn.start_next_cycle()
@@ -315,7 +323,7 @@ async def _answering(status: int, body: bytes) -> AsyncIterator[tuple[str, list[
         listeners = await nursery.start(functools.partial(trio.serve_tcp, host="127.0.0.1"),
                                         serve, 0)  # fmt: skip
         port = listeners[0].socket.getsockname()[1]
-        yield f"127.0.0.1:{port}", seen
+        yield f"127.0.0.1:{port}", seen, times
         nursery.cancel_scope.cancel()
 
 
@@ -324,7 +332,7 @@ async def test_a_server_error_on_submission_keeps_its_status_and_is_not_submitte
     kind: str, autojump_clock: trio.testing.MockClock
 ) -> None:
     body = orjson.dumps({"error": {"message": "Not Implemented here", "type": "server_error"}})
-    async with _answering(501, body) as (host, seen):
+    async with _answering(501, body) as (host, seen, _):
         results = await run_batch(_task(), _inputs(2), backend=f"{kind}-batch://{host}",
                                   model="m", **SLOW)  # fmt: skip
     errors = [_error_of(r) for r in results]
@@ -557,3 +565,216 @@ async def test_a_replaced_journal_cancels_the_batches_it_left_running(
     assert [b["id"] for b in _cancelled(batches)] == [orphan["id"]]
     assert _running(batches) == []
     assert f"batch {orphan['id']}" in caplog.text and "replaced journal" in caplog.text
+
+
+# -- the bill ---------------------------------------------------------------------------------
+
+LONG_SYSTEM = "You look terms up for a library catalogue. " + " ".join(
+    f"Rule {n}: cite the shelf mark of every source you name." for n in range(160)
+)  # past the 1,024 tokens Anthropic caches from
+SONNET_BATCH = {"input": 1.50, "output": 7.50, "read": 0.30, "write_5m": 3.75, "write_1h": 6.00}
+"""Claude Sonnet 4.5 in a message batch, USD per million tokens: input and output at half the
+list price; cache writes and hits at list price (their batch discount is not confirmed)."""
+
+
+async def _anthropic_bill(url: str) -> tuple[float, int]:
+    """What the provider's own results say the batches cost, and how many lines succeeded."""
+    total, lines = 0.0, 0
+    async with httpx.AsyncClient() as http:
+        for batch in await _listing(url, "anthropic"):
+            results = await http.get(url + f"/messages/batches/{batch['id']}/results")
+            for raw in results.content.splitlines():
+                result = orjson.loads(raw)["result"]
+                if result["type"] != "succeeded":
+                    continue
+                usage = result["message"]["usage"]
+                split = usage["cache_creation"]
+                lines += 1
+                total += (
+                    usage["input_tokens"] * SONNET_BATCH["input"]
+                    + usage["output_tokens"] * SONNET_BATCH["output"]
+                    + usage["cache_read_input_tokens"] * SONNET_BATCH["read"]
+                    + split["ephemeral_5m_input_tokens"] * SONNET_BATCH["write_5m"]
+                    + split["ephemeral_1h_input_tokens"] * SONNET_BATCH["write_1h"]
+                ) * 1e-6
+    return total, lines
+
+
+@pytest.mark.parametrize("ttl", [None, "1h"])
+async def test_the_ledger_bills_anthropic_cache_writes_as_the_provider_does(
+    ttl: str | None, autojump_clock: trio.testing.MockClock
+) -> None:
+    config = SimConfig(tool_rounds=1, batch_delay=HOUR)
+    async with open_sim_server(config=config) as server:
+        url = f"anthropic-batch://{_host(server.url)}"
+        options: dict[str, Any] = {} if ttl is None else {"cache_ttl": ttl}
+        async with open_driver(url, model="claude-sonnet-4-5", tools=[lookup], **options,
+                               **SLOW) as driver:  # fmt: skip
+            # 20 lines an hour: one every 3 min, within a 5-minute entry's life
+            results = await run_batch(_task(LONG_SYSTEM), _inputs(20), driver=driver)
+            cost = driver.statistics().cost
+        bill, lines = await _anthropic_bill(server.url)
+    assert [r.status for r in results] == ["ok"] * 20
+    assert cost is not None and cost.cost is not None
+    batch = cost.tiers["batch"]
+    assert batch.requests == lines == 40
+    assert batch.cache_write_tokens > 0  # the first line of the first hop wrote the prefix
+    assert batch.cache_write_1h_tokens == (batch.cache_write_tokens if ttl == "1h" else 0)
+    assert batch.cached_tokens > 0  # and the others read it
+    assert cost.cost == pytest.approx(bill, rel=1e-12)
+    assert round(cost.cost, 2) == round(bill, 2)
+
+
+async def test_answers_replayed_after_a_resume_are_billed_once(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    journal = tmp_path / "journal.jsonl"
+    price = {"input": 0.075, "output": 0.30}  # gpt-4o-mini in a batch; cached input as input
+    config = SimConfig(tool_rounds=1, batch_delay=HOUR)
+    async with open_sim_server(config=config) as server:
+        url = f"openai-batch://{_host(server.url)}"
+        ledger = CostLedger(merge_prices(None))
+        first = _client(url, journal, gone=True, model="gpt-4o-mini", ledger=ledger)
+
+        async def stop(scope: trio.CancelScope) -> None:
+            while sum(r["t"] == "batch" for r in _records(journal)) < 2:
+                await trio.sleep(1)
+            scope.cancel()
+
+        try:
+            with trio.CancelScope() as scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(stop, scope)
+                    await run_batch(_task(), _inputs(5), backend=first)
+        finally:
+            await first.aclose()
+        assert first.ledger is not None
+        before = first.ledger.report()
+        async with open_driver(url, model="gpt-4o-mini", tools=[lookup], journal=str(journal),
+                               **SLOW) as driver:  # fmt: skip
+            results = await run_batch(_task(), _inputs(5), driver=driver)
+            after = driver.statistics().cost
+        batches = await _listing(server.url, "openai")
+    assert [r.status for r in results] == ["ok"] * 5
+    assert after is not None and before.cost is not None and after.cost is not None
+    assert before.tiers["batch"].requests == 5  # the first hop's answers, in the first run
+    assert after.replayed_requests == 5  # replayed to the same agents, billed before
+    assert after.tiers["batch"].requests == 5  # the second hop's, in the second run
+    usage = [b["usage"] for b in batches]
+    bill = sum(u["input_tokens"] * price["input"] + u["output_tokens"] * price["output"]
+               for u in usage) * 1e-6  # fmt: skip
+    assert before.cost + after.cost == pytest.approx(bill, rel=1e-12)
+
+
+async def test_a_batch_model_without_a_price_is_said_and_its_cost_unknown(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = SimConfig(tool_rounds=0, batch_delay=HOUR)
+    async with open_sim_server(config=config) as server:
+        url = f"openai-batch://{_host(server.url)}"
+        async with open_driver(url, model="my-finetune", tools=[lookup], **SLOW) as driver:
+            results = await run_batch(_task(), _inputs(2), driver=driver)
+            cost = driver.statistics().cost
+        with pytest.raises(ConfigError, match=r"no price for 'my-finetune' on 'batch'"):
+            async with open_driver(url, model="my-finetune", exact_cost=True, **SLOW):
+                pass
+    assert [r.status for r in results] == ["ok"] * 2
+    assert "no price for my-finetune (batch), my-finetune (standard)" in caplog.text
+    assert cost is not None and cost.cost is None
+    assert cost.unpriced == ("my-finetune (batch)",)
+
+
+# -- what the hops look like ------------------------------------------------------------------
+
+
+async def test_batch_utilisation_is_the_same_in_the_summary_and_the_picture(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    trace = tmp_path / "trace.json"
+    config = SimConfig(tool_rounds=1, batch_delay=HOUR)
+    async with open_sim_server(config=config) as server:
+        url = f"openai-batch://{_host(server.url)}"
+        async with open_driver(url, model="m", tools=[lookup], trace=str(trace),
+                               **SLOW) as driver:  # fmt: skip
+            results = await run_batch(_task(), _inputs(8), driver=driver)
+            stats = driver.statistics()
+    assert [r.status for r in results] == ["ok"] * 8
+    svg = tmp_path / "timeline.svg"
+    agentcore.render_timeline(trace, svg)
+    drawn = re.search(r"slot utilisation (\d+)%", svg.read_text())
+    assert drawn is not None
+    assert stats.slot_utilisation is not None
+    assert stats.slots.peak_in_use == 8  # a hop's calls: the picture's lanes
+    assert stats.slot_utilisation > 0.5  # not the 0 % of 8 calls over 50,000 slots
+    assert int(drawn.group(1)) == pytest.approx(100 * stats.slot_utilisation, abs=1)
+
+
+@KINDS
+async def test_a_poll_that_fails_for_a_while_is_polled_again(
+    kind: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    config = SimConfig(tool_rounds=0, batch_delay=HOUR)
+    async with open_sim_server(config=config) as server:
+        client = _client(f"{kind}-batch://{_host(server.url)}")
+        client.transport = _Flaky(client.transport, polls=3)
+        try:
+            results = await run_batch(_task(), _inputs(3), backend=client)
+        finally:
+            await client.aclose()
+    assert [r.status for r in results] == ["ok"] * 3
+    assert client.submitted == 1
+
+
+class _Flaky:
+    """A transport whose first ``polls`` polls of a batch answer 503."""
+
+    def __init__(self, inner: Any, polls: int) -> None:
+        self.inner = inner
+        self.polls = polls
+
+    async def send(self, request: Any, timeouts: Any) -> Any:
+        return await self.inner.send(request, timeouts)
+
+    def open_stream(self, request: Any, timeouts: Any) -> Any:
+        if request.method == "GET" and "batches/" in request.url and self.polls:
+            self.polls -= 1
+            return _refusing(503)
+        return self.inner.open_stream(request, timeouts)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+@asynccontextmanager
+async def _refusing(status: int) -> AsyncIterator[Any]:
+    class Response:
+        headers: tuple[tuple[str, str], ...] = ()
+
+        def __init__(self) -> None:
+            self.status = status
+            self.sent = False
+
+        async def receive(self) -> bytes:
+            if self.sent:
+                return b""
+            self.sent = True
+            return b'{"error": {"message": "try again later", "type": "server_error"}}'
+
+    yield Response()
+
+
+@KINDS
+async def test_a_submission_rate_limited_is_sent_again_after_its_retry_after(
+    kind: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    body = orjson.dumps({"error": {"message": "slow down", "type": "rate_limit_error"}})
+    async with _answering(429, body, [("retry-after", "20")]) as (host, seen, times):
+        results = await run_batch(_task(), _inputs(2), backend=f"{kind}-batch://{host}",
+                                  model="m", retry=agentcore.RetryPolicy(max_attempts=3),
+                                  **SLOW)  # fmt: skip
+    errors = [_error_of(r) for r in results]
+    assert {(e.kind, e.status, e.retry_after) for e in errors} == {
+        (ErrorKind.RATE_LIMITED, 429, 20.0)
+    }
+    assert len(seen) == 3  # one hop per attempt...
+    assert all(b - a >= 20 for a, b in itertools.pairwise(times))  # ...as asked

@@ -10,10 +10,14 @@ from agentcore import ConfigError
 from agentcore._core.cost import (
     DEFAULT_PRICES,
     MAX_RUNS,
+    PRICES_READ,
     CostLedger,
     Price,
     TierTokens,
+    billed_tier,
+    check_priced,
     merge_prices,
+    model_family,
     price_for,
 )
 from agentcore._core.messages import Usage
@@ -152,3 +156,84 @@ def test_per_run_costs_are_taken_once_and_bounded() -> None:
         ledger.add("m", "flex", Usage(1, 0, 0), run=f"run-{number}")
     assert ledger.take_run("run-0") is None
     assert ledger.take_run(f"run-{MAX_RUNS + 4}") is not None
+
+
+def test_cache_writes_are_priced_per_lifetime_above_the_input_price() -> None:
+    # Claude Sonnet 4.5: $3 input, $3.75 for a 5-minute cache write, $6 for a 1-hour one,
+    # $0.30 a cache hit, $15 output (per million tokens).
+    price = DEFAULT_PRICES["claude-sonnet-4-5"]["standard"]
+    tokens = TierTokens(1, prompt_tokens=12_000, cached_tokens=0, completion_tokens=500,
+                        cache_write_tokens=10_000, cache_write_1h_tokens=4_000)  # fmt: skip
+    expected = 2_000 * 3.0 + 6_000 * 3.75 + 4_000 * 6.0 + 500 * 15.0
+    assert price.cost(tokens) == pytest.approx(expected * 1e-6)
+    plain = (12_000 * 3.0 + 500 * 15.0) * 1e-6  # writes priced as plain input
+    assert price.cost(tokens) > plain * 1.3
+
+
+def test_a_ledger_counts_cache_writes_apart() -> None:
+    ledger = CostLedger(merge_prices(None))
+    ledger.add("claude-sonnet-4-5", "standard", Usage(11_000, 100, 1_000), writes=(10_000, 0))
+    report = ledger.report()
+    assert report.tiers["standard"].cache_write_tokens == 10_000
+    expected = (1_000 * 0.30 + 10_000 * 3.75 + 100 * 15.0) * 1e-6
+    assert report.cost == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("model", "family"),
+    [
+        ("claude-sonnet-4-20250514", "claude-sonnet-4"),
+        ("claude-sonnet-4-0", "claude-sonnet-4"),
+        ("claude-sonnet-4-5", "claude-sonnet-4-5"),
+        ("claude-sonnet-4-5-20250929", "claude-sonnet-4-5"),
+        ("claude-3-5-haiku-latest", "claude-3-5-haiku"),
+        ("claude-3-5-haiku-20241022", "claude-3-5-haiku"),
+        ("claude-opus-4-1-20250805", "claude-opus-4-1"),
+        ("o3-2025-04-16", "o3"),
+        ("gpt-4o-mini-2024-07-18", "gpt-4o-mini"),
+    ],
+)
+def test_snapshots_and_aliases_are_priced_as_their_family(model: str, family: str) -> None:
+    assert model_family(DEFAULT_PRICES, model) == family
+    assert price_for(DEFAULT_PRICES, model, "batch") == DEFAULT_PRICES[family]["batch"]
+
+
+def test_a_family_is_not_taken_for_a_sibling() -> None:
+    assert model_family(DEFAULT_PRICES, "claude-sonnet-4-5") != "claude-sonnet-4"
+    assert model_family(DEFAULT_PRICES, "claude-sonnet-9") is None
+
+
+def test_the_billed_tier_is_the_one_the_reply_names() -> None:
+    assert billed_tier("default", "flex") == "standard"
+    assert billed_tier("flex", "flex") == "flex"
+    assert billed_tier("priority", "standard") == "priority"
+    assert billed_tier("batch", "batch") == "batch"
+    assert billed_tier(None, "flex") == "flex"
+    assert billed_tier("something-new", "flex") == "flex"
+
+
+def test_replayed_answers_count_in_their_run_but_not_in_the_report() -> None:
+    ledger = CostLedger(PRICES)
+    ledger.add("m", "flex", Usage(1000, 0, 0), run="r", replayed=True)
+    ledger.add("m", "flex", Usage(1000, 0, 0), run="r")
+    report = ledger.report()
+    assert report.tiers["flex"].requests == 1
+    assert report.cost == pytest.approx(1000 * 1e-6)
+    assert report.replayed_requests == 1
+    assert report.replayed_cost == pytest.approx(1000 * 1e-6)
+    taken = ledger.take_run("r")
+    assert taken is not None
+    assert taken.usd == pytest.approx(2000 * 1e-6)  # the agent's whole cost
+
+
+def test_a_model_missing_from_the_prices_is_named_in_a_warning() -> None:
+    ledger = CostLedger(PRICES)
+    assert check_priced(ledger, "m", ("flex", "standard")) is None
+    warning = check_priced(ledger, "other", ("batch", "standard"))
+    assert warning is not None and "other (batch), other (standard)" in warning
+    assert check_priced(CostLedger(), "gpt-4o-mini", ("batch",)) is None
+
+
+def test_the_default_table_names_when_it_was_read() -> None:
+    assert PRICES_READ == "2026-11-28"
+    assert {"claude-sonnet-4-5", "claude-haiku-4-5", "gpt-5", "gpt-5-mini"} <= set(DEFAULT_PRICES)

@@ -190,3 +190,42 @@ async def test_sim_replies_name_the_tier_that_served_them() -> None:
         plain = await http.post(f"{server.url}/chat/completions", json=body)
     assert flex.json()["service_tier"] == "flex"
     assert plain.json()["service_tier"] == "default"
+
+
+class _ServedOnDefault:
+    """A transport through which every flex reply says it was served on the default tier (as
+    OpenAI's may: the reply's ``service_tier`` is the tier it is billed at)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    async def send(self, request: Any, timeouts: Any) -> Any:
+        from agentcore._codecs.http import HttpResponse
+
+        response = await self.inner.send(request, timeouts)
+        body = response.body.replace(b'"service_tier":"flex"', b'"service_tier":"default"')
+        return HttpResponse(response.status, response.headers, body)
+
+    def open_stream(self, request: Any, timeouts: Any) -> Any:
+        raise AssertionError("not streamed here")
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_the_ledger_bills_the_tier_a_reply_says_it_was_served_on() -> None:
+    from agentcore._transports.tiered import TieredModelClient
+
+    async with open_driver(
+        "sim://", tools=[lookup], config=sim(), service_tier="flex", prices=PRICES, stream=False
+    ) as driver:
+        client = driver.client
+        assert isinstance(client, TieredModelClient)
+        for tier in client._clients.values():
+            tier.transport = _ServedOnDefault(tier.transport)
+        results = await run_batch(TASK, INPUTS[:4], driver=driver)
+        cost = driver.statistics().cost
+    assert all(r.status == "ok" for r in results)
+    assert cost is not None
+    assert set(cost.tiers) == {"standard"}  # sent on flex, served (and billed) on default
+    assert cost.flex_attempts == cost.tiers["standard"].requests

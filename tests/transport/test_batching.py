@@ -13,7 +13,7 @@ from agentcore import Task, run_batch
 from agentcore._codecs.http import HttpRequest
 from agentcore._codecs.openai import OpenAICodec
 from agentcore._core.errors import TransportError, TransportErrorKind
-from agentcore._transports.batch_api import BatchState, Channel, LineSink
+from agentcore._transports.batch_api import BatchError, BatchState, Channel, LineSink
 from agentcore._transports.batch_journal import BatchJournal
 from agentcore._transports.batching import BatchModelClient
 
@@ -36,6 +36,8 @@ class ScriptedBatches:
     polls: int = 1
     refuse: int = 0
     unanswered: int = 0
+    fail_line: int | None = None
+    """The first batch fails validation because of this line (1-based), as OpenAI's may."""
     name: str = "openai-batch"
     max_requests: int = 100
     max_bytes: int = 1 << 20
@@ -61,6 +63,9 @@ class ScriptedBatches:
         self.poll_times.append(trio.current_time())
         seen = self._seen[batch_id] = self._seen.get(batch_id, 0) + 1
         ended = seen >= self.polls
+        if ended and self.fail_line is not None and batch_id == "b1":
+            error = BatchError("invalid_request", "line 2 is wrong", self.fail_line)
+            return BatchState("failed", True, batch_id=batch_id, errors=(error,))
         return BatchState("completed" if ended else "in_progress", ended, batch_id=batch_id)
 
     async def download(self, channel: Channel, state: BatchState, sink: LineSink) -> None:
@@ -134,3 +139,18 @@ async def test_unanswered_lines_are_retried_in_later_hops_even_twice_in_a_row(
     results = await run_batch(TASK, [{"n": 1}], backend=client)
     assert [r.output for r in results] == ["done"]
     assert len(api.submitted) == 3  # unanswered in two batches, answered in the third
+
+
+async def test_a_batch_failed_for_one_line_fails_that_call_and_sends_the_others_again(
+    autojump_clock: Any,
+) -> None:
+    api = ScriptedBatches(fail_line=2)
+    client = _client(api, gather=0.1, poll=0.1)
+    results = await run_batch(TASK, [{"n": 1}, {"n": 2}, {"n": 3}], backend=client)
+    assert [r.status for r in results].count("failed") == 1  # the line the provider named
+    failed = next(r for r in results if r.status == "failed")
+    assert failed.error is not None and failed.error.error is not None
+    assert failed.error.error.status == 400
+    assert "line 2 is wrong" in failed.error.error.message
+    assert api.cancelled == []
+    assert sum(len(ids) for ids in api.submitted) == 3 + 2  # the other two, sent again once

@@ -53,9 +53,11 @@ __all__ = [
     "RunCost",
     "TierTokens",
     "billed_tier",
+    "check_priced",
     "merge_prices",
     "model_family",
     "price_for",
+    "unpriced",
 ]
 
 PriceTier = Literal["standard", "flex", "batch", "priority"]
@@ -270,6 +272,26 @@ def price_for(prices: PriceTable, model: str, tier: PriceTier) -> Price | None:
     (:func:`model_family`); ``None`` when the table has neither."""
     family = model_family(prices, model)
     return None if family is None else prices[family].get(tier)
+
+
+def unpriced(prices: PriceTable, model: str, tiers: tuple[PriceTier, ...]) -> tuple[str, ...]:
+    """``model (tier)`` for each of ``tiers`` on which ``prices`` has no price for ``model``."""
+    return tuple(f"{model} ({tier})" for tier in tiers if price_for(prices, model, tier) is None)
+
+
+def check_priced(ledger: CostLedger, model: str, tiers: tuple[PriceTier, ...]) -> str | None:
+    """What a client billing ``model`` on ``tiers`` into ``ledger`` should say when the
+    ledger's prices miss it: ``None`` when they do not, else a warning to show (an exact
+    ledger, ``exact_cost=True``, refuses to open instead: :mod:`agentcore._backends.tiers`)."""
+    missing = unpriced(ledger.prices, model, tiers) if model else ()
+    if not missing:
+        return None
+    text = (
+        f"no price for {', '.join(missing)}: its cost is counted as unknown; pass "
+        "prices={model: {tier: {'input': ..., 'output': ...}}} (agentcore run --prices) to "
+        "price it"
+    )
+    return text
 
 
 def billed_tier(reported: str | None, sent: PriceTier) -> PriceTier:

@@ -70,7 +70,7 @@ from .._codecs.classify import transport_failure, unusable_request
 from .._codecs.codec import Codec
 from .._codecs.exchange import Exchange
 from .._codecs.http import Headers, HttpRequest
-from .._core.cost import CostLedger
+from .._core.cost import CostLedger, check_priced
 from .._core.errors import AgentcoreError, TransportError
 from .._core.events import CallModel, ModelFailed, ModelResponded
 from .._core.messages import UserMessage
@@ -277,6 +277,10 @@ class BatchModelClient:
         """Hops submitted by this process."""
         self.cancelled = 0
         """Batches this process cancelled at the provider."""
+        if ledger is not None:
+            warning = check_priced(ledger, model, ("batch", "standard"))
+            if warning is not None:
+                _log.warning("%s", warning)
         for pending in journal.pending:
             self._adopt(pending)
         journal.pending = []

@@ -26,6 +26,7 @@ else the tier it was sent on; prompt-cache writes are counted apart (priced abov
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 import attrs
@@ -33,13 +34,15 @@ import trio
 
 from .._codecs.codec import Codec
 from .._codecs.exchange import Exchange
-from .._core.cost import CostLedger, billed_tier
+from .._core.cost import CostLedger, PriceTier, billed_tier, check_priced
 from .._core.errors import ConfigError
 from .._core.events import CallModel, ModelFailed, ModelResponded
 from .._core.service_tier import TierPolicy, WireTier
 from .model_client import DeltaSink, HttpModelClient
 
 __all__ = ["TieredModelClient"]
+
+_log = logging.getLogger("agentcore.batch")
 
 
 class TieredModelClient:
@@ -52,6 +55,10 @@ class TieredModelClient:
         policy: the tier option and the refusal routing.
         ledger: where answered requests are counted.
         model: the model name the ledger prices.
+
+    Raises:
+        ConfigError: the user's prices do not price the model on the tiers it may be billed
+            on (without prices of the user's, a warning is logged: its cost is unknown).
     """
 
     def __init__(
@@ -67,6 +74,11 @@ class TieredModelClient:
         self.policy = policy
         self.ledger = ledger
         self.model = model
+        billed: tuple[PriceTier, ...] = ("standard",) if policy.first == "standard" else (
+            "flex", "standard")  # fmt: skip
+        warning = check_priced(ledger, model, billed)
+        if warning is not None:
+            _log.warning("%s", warning)
         self._confirmed = policy.first == "standard"
         self._probe: trio.Event | None = None
         self._refused: ConfigError | None = None

@@ -778,3 +778,19 @@ async def test_a_submission_rate_limited_is_sent_again_after_its_retry_after(
     }
     assert len(seen) == 3  # one hop per attempt...
     assert all(b - a >= 20 for a, b in itertools.pairwise(times))  # ...as asked
+
+
+async def test_a_resumed_hop_failed_for_its_size_is_split_from_its_calls_requests(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    journal = tmp_path / "journal.jsonl"
+    config = SimConfig(tool_rounds=1, batch_delay=HOUR, batch_enqueued_tokens=2_500)
+    async with open_sim_server(config=config) as server:
+        url = f"openai-batch://{_host(server.url)}"
+        await _die_in_hop(url, journal, 1, 20)  # its one hop fails validation, unseen
+        results = await run_batch(_task(), _inputs(20), backend=url, model="m",
+                                  journal=str(journal), **SLOW)  # fmt: skip
+        batches = await _listing(server.url, "openai")
+    assert [r.status for r in results] == ["ok"] * 20
+    assert batches[-1]["status"] == "failed"  # the first, resumed, then split
+    assert sum(b["request_counts"]["completed"] for b in batches) == 40

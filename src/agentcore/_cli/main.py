@@ -333,6 +333,14 @@ def _cost_rows(stats: DriverStatistics) -> list[tuple[str, str]]:
                 "refused for capacity, served on standard)",
             )
         )
+    if cost.replayed_requests:
+        rows.append(
+            (
+                "replayed answers",
+                f"{cost.replayed_requests} from the batch journal, "
+                f"{_usd(cost.replayed_cost)}: billed to the run before the resume, not above",
+            )
+        )
     if cost.unpriced:
         rows.append(("no price for", ", ".join(cost.unpriced)))
     return rows
@@ -431,7 +439,11 @@ async def _execute(
                     **batch_options,
                 ) as stream:
                     async for result in stream:
-                        results.append(result)
+                        # With a results file, what the summary needs: the output and transcript
+                        # are on disk, and a batch of long answers would hold them all in memory.
+                        kept = result if out is None else attrs.evolve(result, output=None,
+                                                                       transcript=())  # fmt: skip
+                        results.append(kept)
                         progress.done += 1
                         progress.failed += result.status != "ok"
                         if out is not None:

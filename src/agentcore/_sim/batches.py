@@ -26,9 +26,9 @@ every batch follows its providers' documented life in simulated time (trio time 
   answered by then keep their answers, the others are expired (OpenAI: an error-file line
   ``batch_expired``; Anthropic: ``result.type: expired``). ``batch_expire`` names batches
   that run past their window on purpose, half their lines answered;
-- a cancel moves the batch to ``cancelling`` / ``canceling`` for a simulated minute (lines
-  due by then are still answered), then ``cancelled`` / ``ended``, the rest ``batch_cancelled``
-  / ``canceled``.
+- a cancel moves the batch to ``cancelling`` / ``canceling`` for a simulated minute, or half
+  the time it had left if less (lines due by then are still answered), then ``cancelled`` /
+  ``ended``, the rest ``batch_cancelled`` / ``canceled``.
 
 Each line is answered as the synchronous endpoint would answer its body (same planner, same
 seed, so the same content as a synchronous request); a share ``SimConfig.batch_fail_rate`` of
@@ -78,7 +78,8 @@ OPENAI_MAX_BYTES: Final = 200_000_000
 ANTHROPIC_MAX_REQUESTS: Final = 100_000
 ANTHROPIC_MAX_BYTES: Final = 256_000_000
 CANCEL_SECONDS: Final = 60.0
-"""Simulated seconds a cancelled batch spends cancelling."""
+"""Simulated seconds a cancelled batch spends cancelling, at most (and at most half the time
+it had left)."""
 PHASE_SHARE: Final = 0.02
 """Share of a batch's duration spent validating (OpenAI), and as much finalizing."""
 ANTHROPIC_CACHE_MIN_TOKENS: Final = 1024
@@ -358,7 +359,8 @@ class BatchStore:
             self._advance(batch, now)
             if batch.ended is None and batch.cancelled_at is None:
                 batch.cancelled_at = now
-                batch.stop = min(batch.stop, now + self._seconds(CANCEL_SECONDS))
+                lag = min(self._seconds(CANCEL_SECONDS), (batch.stop - now) / 2)
+                batch.stop = min(batch.stop, now + lag)
             self._advance(batch, now)
             return _ok(as_json(batch))
         return None

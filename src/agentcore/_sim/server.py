@@ -30,7 +30,7 @@ import itertools
 import logging
 import math
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager, suppress
 from http import HTTPStatus
 
@@ -118,6 +118,10 @@ class SimStatistics:
     """Batches created through ``/v1/batches`` and ``/v1/messages/batches``."""
     batch_lines: int = 0
     """Batch lines answered (succeeded or failed)."""
+    tier_tokens: Mapping[str, tuple[int, int, int, int]] = attrs.field(factory=dict)
+    """Chat replies sent whole, per the tier they say they were served on (``default``,
+    ``flex``): replies, prompt tokens, of those cached, completion tokens (what a provider
+    bills; not the batch lines)."""
 
 
 def _reason(status: int) -> bytes:
@@ -154,6 +158,7 @@ class _App:
         self.connections = 0
         self.open_connections = 0
         self.internal_errors = 0
+        self.tier_tokens: dict[str, list[int]] = {}
         self.retry_after_ms = str(max(1, round(1000 / config.speedup))).encode()
         self.limits: SimRateLimits | None = None
         if config.requests_per_minute is not None or config.tokens_per_minute is not None:
@@ -188,7 +193,16 @@ class _App:
             flex_refused=self.tiers.refused,
             batches_created=self.batches.batches_created,
             batch_lines=self.batches.batch_lines,
+            tier_tokens={k: (v[0], v[1], v[2], v[3]) for k, v in self.tier_tokens.items()},
         )
+
+    def _served(self, tier: str, prompt: int, cached: int, completion: int) -> None:
+        """Count a chat reply sent whole, under the tier it says it was served on."""
+        counts = self.tier_tokens.setdefault(tier, [0, 0, 0, 0])
+        counts[0] += 1
+        counts[1] += prompt
+        counts[2] += cached
+        counts[3] += completion
 
     # -- connection cycle ---------------------------------------------------------------------
 
@@ -404,6 +418,7 @@ class _App:
             counts = usage(len(tokens), cached, reply)
             answer = completion_body(response_id, model, reply, counts, _SERVED_AS[tier])
             await self._respond(conn, stream, 200, answer, headers)
+            self._served(_SERVED_AS[tier], len(tokens), cached, reply.completion_tokens)
             return
         self.streamed += 1
         if limits is not None:  # sent before decoding: the completion is not counted yet
@@ -433,6 +448,7 @@ class _App:
         if limits is not None:
             limits.charge(trio.current_time(), reply.completion_tokens)
         await stream.send_all(pending + _send(conn, h11.EndOfMessage()))
+        self._served(_SERVED_AS[tier], len(tokens), cached, reply.completion_tokens)
 
     async def _limited(
         self, conn: h11.Connection, stream: trio.SocketStream, wait: float, headers: Headers

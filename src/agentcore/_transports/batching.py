@@ -560,11 +560,11 @@ class BatchModelClient:
             return
         before = hop.state
         hop.state = state
-        if hop.set_status(state.status) or (
-            state.total
-            and state.done * 10 // state.total != before.done * 10 // max(state.total, 1)
-        ):
-            self._changed(hop)
+        progressed = state.total and (
+            state.done * 10 // state.total != before.done * 10 // max(state.total, 1)
+        )
+        if (hop.set_status(state.status) or progressed) and not state.ended:
+            self._changed(hop)  # an end has its own line
         if not state.ended:
             return
         if state.status == "failed" and state.errors:
@@ -684,11 +684,12 @@ class BatchModelClient:
             new.sample = hop.sample
             new.alone = alone
             for custom_id in part:
-                line = hop.lines[custom_id]
+                item = hop.items[custom_id]
+                # From the call's request: a resumed hop does not hold its lines' bytes.
+                line = hop.lines[custom_id] or self.api.line(custom_id, item.request)
                 new.lines[custom_id] = line
                 new.size += len(line) + 1
                 new.tokens += _tokens(line)
-                item = hop.items[custom_id]
                 item.hop = new
                 new.items[custom_id] = item
             numbers.append(str(new.number))
@@ -728,7 +729,7 @@ class BatchModelClient:
         why = "; ".join(f"{e.code}: {e.message}" for e in state.errors)
         self.journal.ended(hop.tag, 0, state.status)
         if all(e.about_size for e in state.errors) and self._split(
-            hop, f"batch {hop.batch_id} failed for its size ({why})", alone=True
+            hop, f"failed for its size ({why})", alone=True
         ):
             return
         answers = split_failed(state, hop.lines)

@@ -48,7 +48,7 @@ NAMESPACES = {
         "RequestFailed", "RequestQueued", "RequestStarted", "RetryScheduled", "RunAborted",
         "RunFinished", "RunStarted",
         "StepEvent", "StepSink", "StepStream", "ToolEnded", "ToolStarted", "Agent",
-        "ToolWaited", "ToolProgress",
+        "ToolWaited", "ToolProgress", "HopChanged",
         "BackendUnavailable",
         # seeing what a batch did
         "render_timeline",

@@ -146,6 +146,7 @@ if TYPE_CHECKING:
     from ._observe.steps import StepSink as StepSink
     from ._observe.steps import StepStream as StepStream
     from ._observe.steps import ToolEnded as ToolEnded
+    from ._observe.steps import HopChanged as HopChanged
     from ._observe.steps import ToolProgress as ToolProgress
     from ._observe.steps import ToolStarted as ToolStarted
     from ._observe.steps import ToolWaited as ToolWaited
@@ -262,6 +263,7 @@ _EXPORTS: dict[str, str] = {
     "ToolStarted": "_observe.steps",
     "ToolWaited": "_observe.steps",
     "ToolProgress": "_observe.steps",
+    "HopChanged": "_observe.steps",
     "Agent": "_tasks.agent",
     # seeing what a batch did (docs/observability.md)
     "render_timeline": "_observe.render",
@@ -344,6 +346,7 @@ __all__ = [
     "ToolExecutor",
     "ToolExecutorStatistics",
     "ToolProgress",
+    "HopChanged",
     "ToolStarted",
     "ToolStatistics",
     "ToolWaited",

@@ -707,6 +707,10 @@ async def test_batch_utilisation_is_the_same_in_the_summary_and_the_picture(
     assert stats.slots.peak_in_use == 8  # a hop's calls: the picture's lanes
     assert stats.slot_utilisation > 0.5  # not the 0 % of 8 calls over 50,000 slots
     assert int(drawn.group(1)) == pytest.approx(100 * stats.slot_utilisation, abs=1)
+    picture = svg.read_text()
+    assert "2 Batch API hops" in picture  # named in the summary line...
+    assert re.search(r"hop 1 · batch_\w+ \(8 requests\)", picture)  # ...drawn...
+    assert "poll: in_progress (" in picture and "poll: completed (8/8)" in picture  # ...polled
 
 
 @KINDS

@@ -95,6 +95,8 @@ class Driver:
         closed with it."""
         shared = tee(*self._listeners)
         requests.sink = None if shared is None else tee(shared, LOGS)
+        if is_batch_client(client):  # a Batch API's hops are shown to the same listeners
+            client.steps = shared  # type: ignore[attr-defined]
         # Runs of result streams park for a slot without a task, except with model fallback,
         # whose runs wait in their tasks.
         parker = requests if isinstance(requests, ModelRequests) else None

@@ -8,7 +8,8 @@ fixed number of time bins.
 
 From top to bottom: a summary line; one row per inference slot (each attempt coloured by its
 agent, a dark tick at the first token of a streamed reply, errors in red, cancelled attempts
-grey); slot utilisation over time (share of slots busy, filled) with the number of requests
+grey); on a Batch API backend, its hops (one slice per hop, submitted to ended, a tick per
+poll); slot utilisation over time (share of slots busy, filled) with the number of requests
 waiting for a slot (line); tool executions (label ``tool (W calls)`` when shared); the tool
 calls answered without an execution of their own, from the cache or by joining a shared
 execution (stacked bars per time bin, from the trace's instant events); back-offs; the waits
@@ -34,7 +35,15 @@ from pathlib import Path
 from typing import Any
 
 from .._core.errors import ConfigError
-from .trace import BACKOFF_PID, BATCH_PID, SLOTS_PID, TOOL_WAITS_PID, TOOLS_PID, read_trace
+from .trace import (
+    BACKOFF_PID,
+    BATCH_PID,
+    HOPS_PID,
+    SLOTS_PID,
+    TOOL_WAITS_PID,
+    TOOLS_PID,
+    read_trace,
+)
 
 __all__ = ["render_timeline"]
 
@@ -106,7 +115,7 @@ def _scan(path: str | os.PathLike[str]) -> dict[str, Any]:
     trace (its ``agentcore`` metadata event), and the last counters (what was going on where
     a trace without that event was cut)."""
     end = 0.0
-    lanes = {SLOTS_PID: 0, TOOLS_PID: 0, BACKOFF_PID: 0, TOOL_WAITS_PID: 0}
+    lanes = {SLOTS_PID: 0, TOOLS_PID: 0, BACKOFF_PID: 0, TOOL_WAITS_PID: 0, HOPS_PID: 0}
     closed = False
     last: dict[str, int] = {"running": 0, "in_use": 0, "waiting": 0}
     for event in read_trace(path):
@@ -143,6 +152,8 @@ class _Tally:
         self.cached_bins = [0] * _BINS  # calls answered from the cache, per time bin
         self.shared_bins = [0] * _BINS  # calls that joined a shared execution, per time bin
         self.results: dict[str, int] = {}
+        self.polls: list[tuple[float, int, str]] = []  # a Batch API hop's polls: x, track, what
+        self.hops = 0
         self.slot_busy_us = 0.0
         self.cut: dict[str, int] | None = scan["cut"]
         """What was going on at the end of a trace cut short (``None``: it was closed)."""
@@ -160,6 +171,10 @@ class _Tally:
             self._counter(event)
         elif ph == "i" and pid == TOOLS_PID:
             self._answered(event)
+        elif ph == "i" and pid == HOPS_PID:
+            if len(self.polls) < 50_000:
+                where = self.x(float(event["ts"]))
+                self.polls.append((where, int(event["tid"]), str(event.get("name"))))
         elif ph == "X" and pid in self.rows:
             self._slice(event, pid)
 
@@ -194,6 +209,13 @@ class _Tally:
             fill = "#d62728" if event.get("cname") == "terrible" else "#4c78a8"
             tip = f"{name}: {dur / 1e3:.1f} ms" + (f" — {args['error']}" if "error" in args else "")
             row.add(x0, x1, fill, tip)
+        elif pid == HOPS_PID:
+            self.hops += 1
+            status = str(args.get("status", ""))
+            fill = "#d62728" if status in ("dead", "refused", "failed") else "#9467bd"
+            if status in ("split", "cancelled", "expired"):
+                fill = "#bdbdbd"
+            row.add(x0, x1, fill, f"{name}: {dur / 1e6:.1f} s, {status} — {args.get('note', '')}")
         elif pid == BACKOFF_PID:
             self.backoffs += 1
             row.add(x0, x1, "#f2a541", f"{name}: {dur / 1e3:.0f} ms")
@@ -252,8 +274,9 @@ class _Tally:
         results = self.results
         done = ", ".join(f"{v} {k}" for k, v in results.items() if v) or "no agent finished"
         cached, joined, executions = sum(self.cached_bins), self.joined, self.executions
+        hops = f"{self.hops} Batch API hops, {len(self.polls)} polls · " if self.hops else ""
         return (
-            f"{sum(results.values())} agents ({done}) · {self.end_us / 1e6:.2f} s · "
+            f"{sum(results.values())} agents ({done}) · {self.end_us / 1e6:.2f} s · {hops}"
             f"{self.attempts} model attempts on {n_slots} slots ({self.failed} failed) · "
             f"slot utilisation {100 * util:.0f}% · {executions + joined + cached} tool calls: "
             f"{executions} executions, {joined} shared one, {cached} from the cache · "
@@ -337,6 +360,24 @@ class _Canvas:
                 f"y2='{yy + _SLOT_H - 2:.1f}' stroke='#222' stroke-width='1'/>"
             )
         return slot_top
+
+    def hops(self) -> None:
+        """A Batch API backend's hops, one row per track, a tick per poll (drawn only when
+        the trace has hops)."""
+        tally = self.tally
+        if not tally.lanes[HOPS_PID]:
+            return
+        self.y += 22
+        self.section("Batch API hops (submitted to ended; a tick per poll)", self.y - 8)
+        hops_top = self.y
+        self.y = self.shapes(tally.rows[HOPS_PID], self.y, _SLOT_H, True)
+        for tx, tid, what in tally.polls:
+            yy = hops_top + (tid - 1) * (_SLOT_H + 2)
+            self.out.append(
+                f"<line x1='{tx:.2f}' x2='{tx:.2f}' y1='{yy + 3:.1f}' "
+                f"y2='{yy + _SLOT_H - 3:.1f}' stroke='#222' stroke-width='1'>"
+                f"<title>{escape(what)}</title></line>"
+            )
 
     def utilisation(self) -> None:
         """Slot utilisation per time bin (filled) and the queue for a slot (line)."""
@@ -522,6 +563,7 @@ def _draw(path: str | os.PathLike[str], scan: dict[str, Any]) -> str:
     tally.finish()
     canvas = _Canvas(tally)
     slot_top = canvas.slots()
+    canvas.hops()
     canvas.utilisation()
     canvas.tools()
     canvas.answered()

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from .._core.results import Result
 
 __all__ = [
+    "HopChanged",
     "Listener",
     "ModelDelta",
     "RequestQueued",
@@ -307,6 +308,30 @@ class ToolProgress:
     at: float
 
 
+@attrs.frozen
+class HopChanged:
+    """A Batch API hop was polled or changed (``openai-batch://``, ``anthropic-batch://``):
+    it was submitted, a poll found its status and progress, or it ended, was split, refused
+    for good or cancelled (``note`` says which, in words). Not tied to a run: a hop holds the
+    calls of many (``run`` is ``None``)."""
+
+    name: ClassVar[str] = "hop_changed"
+    run: None
+    hop: int
+    """The hop's number (the journal's: continued after a resume)."""
+    batch_id: str | None
+    status: str
+    """``submitted``, the provider's status word, or ``split``, ``refused``, ``dead``,
+    ``cancelled``."""
+    requests: int
+    done: int
+    """Lines the provider reports answered."""
+    polled: bool
+    """Whether a poll found this (else a submission or an end)."""
+    note: str
+    at: float
+
+
 StepEvent = (
     RunStarted
     | RequestQueued
@@ -321,8 +346,9 @@ StepEvent = (
     | RunAborted
     | ToolWaited
     | ToolProgress
+    | HopChanged
 )
-"""Every step event a run can push."""
+"""Every step event a run (or a Batch API backend's hop) can push."""
 
 
 class StepSink(Protocol):

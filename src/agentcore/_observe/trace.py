@@ -40,6 +40,10 @@ Tracks (``pid``/``tid`` in the trace format):
   waited for its tool's cap has its slice start when the wait ended.
 - tool progress (pid 2): a process-wide instant event per ``ToolProgress`` (``tool 40%``, the
   message in its arguments).
+- *Batch API hops* (pid 6): on a ``openai-batch://`` or ``anthropic-batch://`` backend, one
+  slice per hop from its submission to its end (``hop N · BATCH_ID (R requests)``, its
+  status and what ended it in the arguments), on the lowest track free when it was submitted;
+  each poll an instant event on the hop's track (``poll: in_progress (37/100)``).
 - counters (pid 4): slots in use, requests waiting for a slot, agents running, results.
 - instant events (pid 4): each agent's end, with its status.
 
@@ -61,6 +65,7 @@ import trio
 
 from .log import BATCH
 from .steps import (
+    HopChanged,
     ModelReplied,
     RequestFailed,
     RequestQueued,
@@ -77,15 +82,16 @@ from .steps import (
 if TYPE_CHECKING:
     from .steps import StepEvent
 
-__all__ = ["SLOTS_PID", "TOOL_WAITS_PID", "TraceWriter", "read_trace"]
+__all__ = ["HOPS_PID", "SLOTS_PID", "TOOL_WAITS_PID", "TraceWriter", "read_trace"]
 
-SLOTS_PID, TOOLS_PID, BACKOFF_PID, BATCH_PID, TOOL_WAITS_PID = 1, 2, 3, 4, 5
+SLOTS_PID, TOOLS_PID, BACKOFF_PID, BATCH_PID, TOOL_WAITS_PID, HOPS_PID = 1, 2, 3, 4, 5, 6
 _PROCESS_NAMES = {
     SLOTS_PID: "inference slots",
     TOOLS_PID: "tool executions",
     BACKOFF_PID: "back-offs (no slot held)",
     BATCH_PID: "batch",
     TOOL_WAITS_PID: "tool cap waits (no slot held)",
+    HOPS_PID: "Batch API hops",
 }
 
 
@@ -132,6 +138,9 @@ class TraceWriter:
         self._tool_ends: list[tuple[float, int]] = []
         self._waits = _Lanes()
         self._wait_ends: list[tuple[float, int]] = []
+        self._hop_lanes = _Lanes()
+        self._hops: dict[int, tuple[float, int]] = {}
+        """The hops in flight: when each was submitted (or first seen), and its track."""
         self._capped: dict[tuple[int, str], float] = {}
         """When each call in progress got through its tool's cap (calls that waited only)."""
         self._answered_named = False
@@ -152,6 +161,42 @@ class TraceWriter:
         self.flush()
         self._flusher = _FlushWhenIdle(self)
         trio.lowlevel.add_instrument(self._flusher)
+
+    # -------------------------------------------------------------------- Batch API hops
+
+    def _hop(self, event: HopChanged) -> None:
+        """A hop's slice from its submission to its end on a track of its own, and each poll
+        as an instant on it."""
+        found = self._hops.get(event.hop)
+        if found is None:
+            used = self._hop_lanes.used
+            lane = self._hop_lanes.take()
+            self._thread_name(HOPS_PID, lane, used, "hops")
+            found = self._hops[event.hop] = event.at, lane
+        since, lane = found
+        label = f"hop {event.hop}" + (f" · {event.batch_id}" if event.batch_id else "")
+        if event.polled:
+            self._emit({"name": f"poll: {event.status} ({event.done}/{event.requests})",
+                        "ph": "i", "s": "t", "ts": self._us(event.at), "pid": HOPS_PID,
+                        "tid": lane, "args": {"hop": event.hop}})  # fmt: skip
+            return
+        if event.status in ("gathering", "submitting", "submitted", "resumed") or (
+            not event.note or event.note.startswith("submitted")
+        ):
+            return  # not over: a poll or an end comes next
+        del self._hops[event.hop]
+        self._hop_lanes.give(lane)
+        self._emit(
+            {
+                "name": f"{label} ({event.requests} requests)",
+                "ph": "X",
+                "ts": self._us(since),
+                "dur": round((event.at - since) * 1e6, 1),
+                "pid": HOPS_PID,
+                "tid": lane,
+                "args": {"status": event.status, "note": event.note, "done": event.done},
+            }
+        )
 
     # -------------------------------------------------------------------- plumbing
 
@@ -229,6 +274,8 @@ class TraceWriter:
             self._counter("agents running", event.at, running=self._running)
         elif kind is RunFinished or kind is RunAborted:
             self._run_ended(event)  # type: ignore[arg-type]
+        elif kind is HopChanged:
+            self._hop(event)  # type: ignore[arg-type]
 
     async def settle(self) -> None:
         """Never waits: the file is written as events come."""

@@ -74,6 +74,7 @@ from .._core.cost import CostLedger, check_priced
 from .._core.errors import AgentcoreError, TransportError
 from .._core.events import CallModel, ModelFailed, ModelResponded
 from .._core.messages import UserMessage
+from .._observe.steps import HopChanged, StepSink
 from .batch_api import (
     LINE_TOO_LARGE,
     BatchApi,
@@ -273,6 +274,8 @@ class BatchModelClient:
         self._ended = trio.Event()
         self._changes: deque[HopView] = deque(maxlen=_CHANGES)
         self._change_count = 0
+        self.steps: StepSink | None = None
+        """Where the hops' step events go (``HopChanged``; the driver sets its listeners)."""
         self.submitted = 0
         """Hops submitted by this process."""
         self.cancelled = 0
@@ -309,6 +312,14 @@ class BatchModelClient:
     def _changed(self, hop: _Hop, note: str = "") -> None:
         self._changes.append(self._view(hop, note))
         self._change_count += 1
+        self._step(hop, note, polled=False)
+
+    def _step(self, hop: _Hop, note: str, *, polled: bool) -> None:
+        """Tell :attr:`steps` (a trace file, OpenTelemetry, your sink) what ``hop`` did."""
+        if self.steps is not None:
+            event = HopChanged(None, hop.number, hop.batch_id, hop.status, len(hop.lines),
+                               hop.state.done, polled, note, trio.current_time())  # fmt: skip
+            self.steps.push(event)
 
     def _new_hop(self) -> _Hop:
         tag, number = self.journal.new_tag()
@@ -565,6 +576,7 @@ class BatchModelClient:
         )
         if (hop.set_status(state.status) or progressed) and not state.ended:
             self._changed(hop)  # an end has its own line
+        self._step(hop, "", polled=True)
         if not state.ended:
             return
         if state.status == "failed" and state.errors:

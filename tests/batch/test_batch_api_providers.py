@@ -202,6 +202,8 @@ def _client(
 
 
 def _records(journal: Path) -> list[dict[str, Any]]:
+    if not journal.exists():
+        return []
     return [orjson.loads(line) for line in journal.read_bytes().splitlines()]
 
 

@@ -20,7 +20,9 @@ Imports ``_core`` only. Files:
 - ``ratelimit``: requests/tokens per minute (on the core's token bucket), 429s and the
   ``x-ratelimit-*`` headers.
 - ``tiers``: the ``service_tier`` of a request; flex requests refused for capacity or model.
-- ``batches``: the Batch APIs (OpenAI's files and batches, Anthropic's message batches).
+- ``batches``: the Batch APIs (OpenAI's files and batches, Anthropic's message batches) as
+  the providers document them, in simulated time: every status, expiry, limits, retention,
+  prompt caching, refused keys.
 """
 
 from .config import SimConfig as SimConfig

@@ -14,11 +14,13 @@ Imports ``_core``, ``_codecs`` and ``_observe``. Files:
 - ``sigv4``: AWS credentials and SigV4 signing for Bedrock (the ``bedrock`` extra).
 - ``model_client``: :class:`ModelClient`, one model exchange over codec + transport.
 - ``tiered``: a model client sending each request on a service tier (flex, then standard on
-  a capacity refusal) and counting what each tier served.
+  a capacity refusal) and counting each answer at the tier that billed it.
 - ``deltas``: deltas of a streamed reply, from a model client to whoever watches.
 - ``batch_api``: the providers' Batch APIs on the wire (OpenAI's files + batches, Anthropic's
-  message batches): submit, poll, results.
+  message batches): submit, poll, stream results line by line, cancel, clean up.
 - ``batch_journal``: the journal of a batch backend's hops (what was submitted, its batch id,
-  its answers), so a restarted process resumes a hop instead of submitting it again.
-- ``batching``: a model client sending model calls through a Batch API, one hop at a time.
+  its answers, how it ended), so a restarted process resumes a hop instead of submitting it
+  again; answers are read back from it by offset.
+- ``batching``: a model client sending model calls through a Batch API, one hop at a time:
+  packing, splitting, cancelling and the hops' progress.
 """

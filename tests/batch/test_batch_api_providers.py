@@ -800,3 +800,20 @@ async def test_a_resumed_hop_failed_for_its_size_is_split_from_its_calls_request
     assert [r.status for r in results] == ["ok"] * 20
     assert batches[-1]["status"] == "failed"  # the first, resumed, then split
     assert sum(b["request_counts"]["completed"] for b in batches) == 40
+
+
+async def test_a_replaced_journal_cancels_its_orphans_even_when_nothing_is_asked(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    journal = tmp_path / "journal.jsonl"
+    config = SimConfig(tool_rounds=1, batch_delay=HOUR)
+    async with open_sim_server(config=config) as server:
+        url = f"anthropic-batch://{_host(server.url)}"
+        await _die_in_hop(url, journal, 1, 2)
+        async with open_driver(url, model="m", journal=str(journal), replace_journal=True):
+            pass  # every input was already done: no call is made
+        await trio.sleep(120)
+        batches = await _listing(server.url, "anthropic")
+    assert len(batches) == 1
+    assert _cancelled(batches) == batches
+    assert journal.read_bytes() == b""  # the new journal is empty

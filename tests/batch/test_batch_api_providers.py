@@ -21,10 +21,10 @@ import trio.testing
 
 import agentcore
 from agentcore import ConfigError, Task, UsageLimits, open_batch, open_driver, run_batch
+from agentcore._backends.urls import backend as make_backend
 from agentcore._core.cost import CostLedger, merge_prices
 from agentcore._core.events import ErrorKind
 from agentcore._sim import SimConfig, open_sim_server
-from agentcore._transports.backends import backend as make_backend
 from agentcore._transports.batch_api import ANTHROPIC_BATCHES, OPENAI_BATCHES
 from agentcore._transports.batch_journal import BatchJournal
 from agentcore._transports.batching import BatchModelClient

@@ -9,35 +9,28 @@ import pytest
 
 from agentcore import ErrorKind
 from agentcore._codecs.anthropic import AnthropicCodec
-from agentcore._codecs.http import HttpRequest
 from agentcore._codecs.openai import OpenAICodec
 from agentcore._core.error_policy import policy_of
 from agentcore._core.events import ModelFailed
 from agentcore._transports import batch_api
-from agentcore._transports.batch_api import OPENAI_BATCHES, BatchState, LineResult
+from agentcore._transports.batch_api import BatchState, LineResult
+
+_EXPIRED = BatchState("expired", True, batch_id="batch_7")
 
 
-class _NoTransport:
-    async def aclose(self) -> None:
-        pass
-
-
-async def _missing_from_the_results() -> LineResult:
-    # An OpenAI batch that ended with no output file: no line has an answer.
-    state = BatchState("expired", True, batch_id="batch_7")
-    sample = HttpRequest("POST", "http://batch.invalid/v1/chat/completions")
-    found = await OPENAI_BATCHES.results(_NoTransport(), sample, state, ["c1"])  # type: ignore[arg-type]
-    return found["c1"]
+def _missing_from_the_results() -> LineResult:
+    # What the batch client answers a line its ended batch has no result for.
+    return batch_api.unanswered("batch batch_7 expired: the line has no result")
 
 
 def _openai_error_line() -> LineResult:
     line = {"custom_id": "c1", "error": {"code": "batch_expired", "message": "not run in time"}}
-    return batch_api._openai_line(line, "batch_7")[1]
+    return batch_api._openai_line(line, _EXPIRED)[1]
 
 
 def _anthropic_expired_line() -> LineResult:
     line = {"custom_id": "c1", "result": {"type": "expired"}}
-    return batch_api._anthropic_line(line, "batch_7")[1]
+    return batch_api._anthropic_line(line, _EXPIRED)[1]
 
 
 def _decode(line: LineResult, codec: Any) -> ModelFailed:
@@ -64,8 +57,8 @@ def test_an_unanswered_line_is_a_server_error_naming_its_batch(line: str, codec:
     assert not row.slows_down and not row.pauses_fleet  # an ended batch is no sign of load
 
 
-async def test_a_line_missing_from_the_results_is_a_server_error_too() -> None:
+def test_a_line_missing_from_the_results_is_a_server_error_too() -> None:
     codec = OpenAICodec(base_url="http://batch.invalid/v1", model="m")
-    error = _decode(await _missing_from_the_results(), codec).error
+    error = _decode(_missing_from_the_results(), codec).error
     assert (error.kind, error.code) == (ErrorKind.SERVER, "batch_line_unanswered")
     assert "batch_7 expired" in error.message

@@ -225,12 +225,14 @@ def _is_enum(tp: Any) -> bool:
 # ----------------------------------------------------------------------------- attrs classes
 
 
-_ONLY_WHEN_SET: frozenset[tuple[type, str]] = frozenset({
-    (events.CallModel, "service_tier"),
-    (events.ModelResponded, "service_tier"),
-    (events.ModelResponded, "cache_write_tokens"),
-    (events.ModelResponded, "cache_write_1h_tokens"),
-})
+_ONLY_WHEN_SET: frozenset[tuple[type, str]] = frozenset(
+    {
+        (events.CallModel, "service_tier"),
+        (events.ModelResponded, "service_tier"),
+        (events.ModelResponded, "cache_write_tokens"),
+        (events.ModelResponded, "cache_write_1h_tokens"),
+    }
+)
 """Fields added to the format after it was fixed: written only when they differ from their
 default, so what was written before reads the same and writes back the same bytes."""
 

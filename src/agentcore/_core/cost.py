@@ -286,12 +286,11 @@ def check_priced(ledger: CostLedger, model: str, tiers: tuple[PriceTier, ...]) -
     missing = unpriced(ledger.prices, model, tiers) if model else ()
     if not missing:
         return None
-    text = (
+    return (
         f"no price for {', '.join(missing)}: its cost is counted as unknown; pass "
         "prices={model: {tier: {'input': ..., 'output': ...}}} (agentcore run --prices) to "
         "price it"
     )
-    return text
 
 
 def billed_tier(reported: str | None, sent: PriceTier) -> PriceTier:

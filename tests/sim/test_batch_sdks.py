@@ -83,7 +83,8 @@ def statuses(batch):
 out = {}
 batch, seen = watch(create(lines(5)).id, ("completed",))
 out["completed"] = {"seen": seen, "counts": batch.request_counts.model_dump(),
-                    "usage": batch.usage.input_tokens > 0, "lines": statuses(batch)}
+                    "usage": batch.usage.input_tokens > 0, "lines": statuses(batch),
+                    "finalized": batch.finalizing_at is not None}
 batch, seen = watch(create(lines(6)).id, ("expired",))
 out["expired"] = {"seen": seen, "counts": batch.request_counts.model_dump(),
                   "lines": statuses(batch)}
@@ -201,7 +202,13 @@ def test_the_openai_sdk_reads_every_status_and_answer_of_the_simulator() -> None
     with sim_process(*flags) as url:
         seen = _sdk(OPENAI_SCRIPT, url)
     completed = seen["completed"]
-    assert completed["seen"] == ["validating", "in_progress", "finalizing", "completed"]  # type: ignore[index]
+    seen_statuses: list[str] = completed["seen"]  # type: ignore[index]
+    lifecycle = ["validating", "in_progress", "finalizing", "completed"]
+    assert seen_statuses == [s for s in lifecycle if s in seen_statuses]  # in order
+    assert seen_statuses[:2] == ["validating", "in_progress"] and seen_statuses[-1] == "completed"
+    # Finalizing lasts the last 2 % of the batch (60 ms here): a poll slowed by a busy machine
+    # may miss it; the batch then still says when it finalized.
+    assert "finalizing" in seen_statuses or completed["finalized"]  # type: ignore[index]
     assert completed["counts"]["total"] == 5  # type: ignore[index]
     assert completed["usage"] is True  # type: ignore[index]
     lines = completed["lines"]  # type: ignore[index]

@@ -629,9 +629,8 @@ class BatchModelClient:
                     item.done.set()
                 return
             batch_id = found
-        self.journal.submitted(hop.tag, batch_id)
+        self._accepted(hop, batch_id)
         self.submitted += 1
-        hop.batch_id = batch_id
         hop.wait = self.poll
         hop.submitted = time.time()
         hop.set_status("submitted")
@@ -640,6 +639,15 @@ class BatchModelClient:
                 "tomorrow at the latest (the provider's 24 h window)")  # fmt: skip
         self._changed(hop, note)
         _log.info("hop %d: batch %s %s", hop.number, batch_id, note)
+
+    @trio.lowlevel.enable_ki_protection
+    def _accepted(self, hop: _Hop, batch_id: str) -> None:
+        """Record that the provider accepted ``hop`` as ``batch_id``, in memory and in the
+        journal together. A Ctrl-C that comes meanwhile is raised at the next checkpoint
+        instead (trio's KI protection): most likely while the journal syncs, and raised there
+        it would leave a batch the journal names that this process does not know to cancel."""
+        hop.batch_id = batch_id
+        self.journal.submitted(hop.tag, batch_id)
 
     async def _find(self, channel: Channel, hop: _Hop) -> str | None:
         """The batch a submission whose answer was lost created, if the provider can tell."""

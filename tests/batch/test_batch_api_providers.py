@@ -30,6 +30,7 @@ from agentcore._transports.batch_journal import BatchJournal
 from agentcore._transports.batching import BatchModelClient
 from agentcore._transports.factory import make_transport
 from agentcore.wire import TransportError
+from tests.batch.test_batch_hops import _Gone
 
 HOUR = 3600.0
 SLOW: dict[str, Any] = {"gather": 1.0, "poll": 60.0, "poll_max": 600.0}
@@ -165,25 +166,6 @@ async def test_results_past_their_retention_end_the_hops_calls_with_a_named_erro
 
 
 # -- a resumed journal whose batches are gone ------------------------------------------------
-
-
-class _Gone:
-    """A transport through which no cancel reaches the provider: as when the process dies
-    before it can cancel its batches."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-
-    async def send(self, request: Any, timeouts: Any) -> Any:
-        return await self.inner.send(request, timeouts)
-
-    def open_stream(self, request: Any, timeouts: Any) -> Any:
-        if request.url.endswith("/cancel"):
-            raise TransportError("connect", "the process is gone")
-        return self.inner.open_stream(request, timeouts)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 def _client(

@@ -84,6 +84,9 @@ BATCH = {
         "read": 0.10,
     },
 }
+ANTHROPIC_ANSWER = 4000
+"""The longest final answer asked of the Anthropic simulator (under the codec's 4,096-token
+default ``max_tokens``)."""
 FLEX_MODEL = "o4-mini"  # a model that offers flex
 SYNC = {  # o4-mini: standard, and flex at Batch API rates
     "default": {"input": 1.10, "cached": 0.275, "output": 4.40},
@@ -254,7 +257,9 @@ def scheme(kind: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
         "--seed",
         7,
         "--answer-tokens",
-        args.answer_tokens,
+        # An Anthropic request asks for at most 4,096 tokens (the codec's default max_tokens):
+        # a longer answer would stop at that limit, on the synchronous endpoint as in a batch.
+        args.answer_tokens if kind == "openai" else min(args.answer_tokens, ANTHROPIC_ANSWER),
         *size,
     )
     try:

@@ -30,7 +30,7 @@ from agentcore._transports.batch_journal import BatchJournal
 from agentcore._transports.batching import BatchModelClient
 from agentcore._transports.factory import make_transport
 from agentcore.wire import TransportError
-from tests.batch.test_batch_hops import _Gone
+from tests.batch.test_batch_hops import _Gone, _host, _inputs, _outputs
 
 HOUR = 3600.0
 SLOW: dict[str, Any] = {"gather": 1.0, "poll": 60.0, "poll_max": 600.0}
@@ -55,18 +55,6 @@ def _task(system: str = "You look terms up.") -> Task[Any]:
         tools=[lookup],
         max_turns=6,
     )
-
-
-def _inputs(count: int) -> list[dict[str, str]]:
-    return [{"term": f"t{i}"} for i in range(count)]
-
-
-def _host(url: str) -> str:
-    return url.removesuffix("/v1").removeprefix("http://")
-
-
-def _outputs(results: list[Any]) -> list[Any]:
-    return [(r.status, r.output, r.turns) for r in results]
 
 
 KINDS = pytest.mark.parametrize("kind", ["openai", "anthropic"])

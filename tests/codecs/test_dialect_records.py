@@ -83,6 +83,7 @@ NEW = Dialect(
     request_id="header",
     nvext=False,
     session=None,
+    session_key_header=("x-affinity",),
     default_model=None,
     prefix_blocks="vllm",
 )
@@ -107,6 +108,7 @@ def test_adding_a_dialect_needs_only_its_record(monkeypatch: pytest.MonkeyPatch)
     assert body["cache_salt"] == "s"
     assert all(tool["function"]["strict"] is True for tool in body["tools"])
     assert dict(request.headers)["x-request-id"] == "req-1"
+    assert dict(request.headers)["x-affinity"] == "run-1"  # the record's session-key header
 
     plain = backend("http://10.0.0.9:7000/v1", model="m", dialect="newengine")
     assert plain.name == "newengine"

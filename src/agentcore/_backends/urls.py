@@ -50,7 +50,7 @@ import attrs
 
 from .._codecs.anthropic import AnthropicCodec
 from .._codecs.codec import AlignPrefix, Codec, TransportKind, WarmUp
-from .._codecs.dialects import DIALECTS
+from .._codecs.dialects import DIALECTS, ROUTER_SESSION_HEADERS
 from .._codecs.openai import OpenAICodec
 from .._codecs.reply_limit import DEFAULT_MAX_REPLY_BYTES
 from .._core.errors import ConfigError
@@ -308,6 +308,8 @@ def _configure(asked: _Asked) -> Backend:
                 # behind a plain URL) applies a schema as a grammar over the whole reply, which
                 # forbids tool calls: send it only where no tools are offered.
                 options.setdefault("response_format", "without_tools")
+                if plain:  # a self-hosted server, maybe replicas behind a router
+                    options.setdefault("session_key_header", ROUTER_SESSION_HEADERS)
             codec = _openai_codec(base, model, api_key, dialect, options)
         return asked.backend(dialect, base, codec, kind, plain)
     raise ConfigError(

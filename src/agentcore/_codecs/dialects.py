@@ -36,11 +36,18 @@ sent only where the engine reads it (:attr:`Dialect.session`): Dynamo's session 
 OpenAI's ``prompt_cache_key``. vLLM's prefix cache is global, SGLang's sessions are a
 token-append API of their own and llama-server picks the slot with the longest common prefix
 itself: nothing is sent there (docs/backends.md, docs/decisions.md).
+
+A router in front of several replicas is another reader: the agent's session id goes in the
+headers a router hashes on (``session_key_header``, by default :data:`ROUTER_SESSION_HEADERS`
+on self-hosted dialects: ``x-session-id`` for vllm-router, ``x-smg-routing-key`` for
+sglang-router), so its ``consistent_hash`` or sticky policy keeps each agent on the replica
+that holds its history.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -61,6 +68,7 @@ __all__ = [
     "Dialect",
     "DynamoApi",
     "OpenAIOptions",
+    "ROUTER_SESSION_HEADERS",
     "dialect_body",
     "dialect_headers",
     "make_options",
@@ -70,6 +78,17 @@ __all__ = [
 ResponseFormatMode = Literal["always", "without_tools", "never"]
 Annotations = Sequence[str] | Callable[[CallModel], Sequence[str]]
 """Dynamo ``nvext.annotations``: a fixed list, or a function of the call giving its list."""
+
+ROUTER_SESSION_HEADERS: tuple[str, ...] = ("x-session-id", "x-smg-routing-key")
+"""The headers the routers in front of engine replicas hash a session on, as their sources
+read them: vllm-router's ``consistent_hash`` and ``sticky_least_loaded`` take the first of
+``x-session-id``, ``x-user-id``, ``x-tenant-id``, ``x-correlation-id``, ``x-request-id``,
+``x-trace-id`` (so without ``x-session-id`` they hash agentcore's per-request
+``x-request-id`` and scatter an agent's turns); sglang-router's ``consistent_hashing`` and
+``manual`` read ``x-smg-routing-key`` (and forward it, where it drops other unknown headers)."""
+
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9a-z-]+")
+"""An HTTP header name (a token), lower case."""
 
 _I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
 _U32_MAX = 2**32 - 1
@@ -224,6 +243,9 @@ class OpenAIOptions:
     extra_fields: tuple[str, ...] = ()
     annotations: Annotations = attrs.field(default=(), eq=False)
     session_headers: bool = True
+    session_key_header: tuple[str, ...] = ()
+    """Headers that carry the agent's session id to a router in front of several replicas
+    (empty: none)."""
 
     @property
     def dialect(self) -> str:
@@ -240,6 +262,7 @@ COMMON_OPTIONS = frozenset(
         "stream_usage",
         "extra_headers",
         "extra_body",
+        "session_key_header",
     }
 )
 """The options every OpenAI-compatible dialect takes."""
@@ -285,6 +308,11 @@ class Dialect:
     """Where the session contract goes: ``headers`` (Dynamo's ``x-dynamo-session-id``,
     ``-parent-session-id``, ``-final``), ``prompt_cache_key`` (one key per shared prefix), or
     nowhere (the engine reads no such field)."""
+    session_key_header: tuple[str, ...]
+    """Default of the ``session_key_header`` option: the headers that carry the agent's
+    session id to a router in front of several replicas (:data:`ROUTER_SESSION_HEADERS` on
+    the self-hosted engines; none for the hosted API, where ``prompt_cache_key`` routes, nor
+    for Dynamo, whose frontend is the router and reads its own session headers)."""
     default_model: str | None
     """The model name sent when none is given (``None``: a model name is required; the
     simulator answers to any name)."""
@@ -303,20 +331,22 @@ DIALECTS: Mapping[str, Dialect] = {
         Dialect(name="openai", port=None, self_hosted=False, transport="httpx",
                 warm_up="request", reuse_streams=True, options=frozenset({"prompt_cache_key"}),
                 response_format="always", strict_tools=False, priority=None, request_id=None,
-                nvext=False, session="prompt_cache_key", default_model=None,
-                prefix_blocks=None),
+                nvext=False, session="prompt_cache_key", session_key_header=(),
+                default_model=None, prefix_blocks=None),
         # vLLM shares a prefix between requests scheduled together: the warm-up only checks
         # the backend (docs/backends.md).
         Dialect(name="vllm", port=8000, self_hosted=True, transport="lean", warm_up="check",
                 reuse_streams=True, options=_PRIORITY_OPTIONS,
                 response_format="without_tools", strict_tools=True, priority="lower_first",
-                request_id="header", nvext=False, session=None, default_model=None,
+                request_id="header", nvext=False, session=None,
+                session_key_header=ROUTER_SESSION_HEADERS, default_model=None,
                 prefix_blocks="vllm"),
         Dialect(name="sglang", port=30000, self_hosted=True, transport="lean",
                 warm_up="request", reuse_streams=True,
                 options=frozenset({"priority", "cache_salt", "rid"}),
                 response_format="without_tools", strict_tools=False, priority="higher_first",
-                request_id="rid", nvext=False, session=None, default_model=None,
+                request_id="rid", nvext=False, session=None,
+                session_key_header=ROUTER_SESSION_HEADERS, default_model=None,
                 prefix_blocks=None),
         # The Dynamo mocker ignores response_format, and a real engine behind Dynamo would
         # constrain tool-calling turns too: off unless asked.
@@ -326,18 +356,20 @@ DIALECTS: Mapping[str, Dialect] = {
                                              "latency_sensitivity", "strict_priority",
                                              "extra_fields", "annotations", "session_headers"},
                 response_format="never", strict_tools=False, priority="higher_first",
-                request_id="header", nvext=True, session="headers", default_model=None,
-                prefix_blocks=None),
+                request_id="header", nvext=True, session="headers", session_key_header=(),
+                default_model=None, prefix_blocks=None),
         Dialect(name="sim", port=None, self_hosted=True, transport="lean", warm_up="request",
                 reuse_streams=True, options=_PRIORITY_OPTIONS, response_format="always",
                 strict_tools=False, priority="lower_first", request_id="header", nvext=False,
-                session=None, default_model="sim", prefix_blocks=None),
+                session=None, session_key_header=ROUTER_SESSION_HEADERS, default_model="sim",
+                prefix_blocks=None),
         # llama-server keeps a prefix cache per slot: one warm request fills one slot only, so
         # the warm slot is copied into every slot (docs/backends.md).
         Dialect(name="llamacpp", port=8080, self_hosted=True, transport="lean",
                 warm_up="slots", reuse_streams=False, options=frozenset(),
                 response_format="without_tools", strict_tools=False, priority=None,
-                request_id=None, nvext=False, session=None, default_model=None,
+                request_id=None, nvext=False, session=None,
+                session_key_header=ROUTER_SESSION_HEADERS, default_model=None,
                 prefix_blocks=None),
     )
 }  # fmt: skip
@@ -395,6 +427,9 @@ def make_options(dialect: str, options: Mapping[str, Any]) -> OpenAIOptions:
         "rid": _bool_option(get("rid", record.request_id == "rid"), "rid"),
         "prompt_cache_key": _cache_key_option(get("prompt_cache_key", False)),
         "dynamo": dynamo,
+        "session_key_header": _session_key_header_option(
+            get("session_key_header", record.session_key_header)
+        ),
     }
     if dynamo is not None:
         fields.update(_dynamo_fields(dynamo, options))
@@ -407,6 +442,33 @@ def _cache_key_option(value: object) -> bool | str:
     if isinstance(value, bool) or (isinstance(value, str) and value):
         return value
     raise ConfigError(f"prompt_cache_key must be a bool or a non-empty string, got {value!r}")
+
+
+_CODEC_HEADERS = frozenset(
+    {"content-type", "content-length", "authorization", "host", "x-request-id"}
+)
+"""Headers the codec or the transport writes itself: no session key may take their place."""
+
+
+def _session_key_header_option(value: object) -> tuple[str, ...]:
+    """The ``session_key_header`` option: a header name, a list of them, or ``None`` /
+    ``False`` / an empty list for none."""
+    if value is None or value is False:
+        return ()
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, Sequence) or not all(isinstance(n, str) for n in names):
+        raise ConfigError(
+            f"session_key_header must be a header name, a list of them or None, got {value!r}"
+        )
+    lowered = tuple(dict.fromkeys(name.lower() for name in names))
+    for name in lowered:
+        if not _HEADER_NAME.fullmatch(name):
+            raise ConfigError(f"session_key_header {name!r} is not an HTTP header name")
+        if name in _CODEC_HEADERS or name.startswith("x-dynamo-"):
+            raise ConfigError(
+                f"session_key_header may not be {name!r}: agentcore writes that header itself"
+            )
+    return lowered
 
 
 def _dynamo_fields(api: DynamoApi, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -592,6 +654,8 @@ def dialect_headers(call: CallModel, opts: OpenAIOptions) -> list[tuple[str, str
                 pairs.append(("x-dynamo-parent-session-id", parent))
             if hints.final:
                 pairs.append(("x-dynamo-session-final", "true"))
+    if opts.session_key_header and call.hints.session_id:
+        pairs.extend((name, call.hints.session_id) for name in opts.session_key_header)
     for name, value in pairs:
         check_header_value(f"header {name!r}", value)
     return pairs

@@ -244,8 +244,9 @@ class AgentHints:
     ``session_id``, ``parent_session_id`` and ``final`` are the *session contract*: which
     requests belong to one agent, which agent spawned it, and which request is its last. Each
     dialect writes them only where its engine reads them (Dynamo's ``x-dynamo-session-*``
-    headers, OpenAI's ``prompt_cache_key``; nothing elsewhere: docs/backends.md). Backends
-    translate the rest into their own wire format too (Dynamo ``nvext.agent_hints``,
+    headers, OpenAI's ``prompt_cache_key``), and the session id also where a router in front
+    of several replicas reads it (``x-session-id``, ``x-smg-routing-key``: docs/backends.md).
+    Backends translate the rest into their own wire format too (Dynamo ``nvext.agent_hints``,
     vLLM/SGLang ``priority``...). The core knows nothing about wire formats.
     """
 

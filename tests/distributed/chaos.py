@@ -15,11 +15,12 @@ with ``--cuts``, ``--delays`` or ``--proxy`` the workers reach the server throug
 Checked at the end, and reported: every agent has exactly one line with its expected answer
 (lost, wrong, duplicate lines); exactly one commit per (agent, step) (duplicate and missing
 commits, from the batch's audit hash); the step stream, its pending list and the live set are
-empty. Reported without a pass/fail: repeated tool executions (side effects run twice, the
-crash window between a tool's return and its memo), model decisions asked again (steps lost
-before their commit), and the workers' counters. ``--no-compare`` and ``--no-heartbeat`` run
-the negative controls; ``--baseline`` also runs the same batch in one process with
-``run_batch`` for the overhead ratio. Exit status 0 only when every check passes.
+empty; the stats hash counts every commit (``uncounted_commits``), and no consumer name is
+left in the group. Reported without a pass/fail: repeated tool executions (side effects run
+twice, the crash window between a tool's return and its memo), model decisions asked again
+(steps lost before their commit), and the workers' counters. ``--no-compare`` and
+``--no-heartbeat`` run the negative controls; ``--baseline`` also runs the same batch in one
+process with ``run_batch`` for the overhead ratio. Exit status 0 only when every check passes.
 """
 
 from __future__ import annotations
@@ -145,6 +146,7 @@ async def _collect_checks(address: QueueAddress, args: argparse.Namespace) -> di
         pending = int((await conn.command("XPENDING", keys.steps, "workers"))[0])
         live = int(await conn.command("HLEN", keys.version))
         stats = await conn.command("HGETALL", keys.stats)
+        consumers = await conn.command("XINFO", "CONSUMERS", keys.steps, "workers")
     counts = {k: int(v) for k, v in audit.items()}
     expected = {f"{a}:{s}" for a in range(args.agents) for s in range(steps)}
     audited = not args.no_audit
@@ -154,6 +156,9 @@ async def _collect_checks(address: QueueAddress, args: argparse.Namespace) -> di
         "stream_left": stream,
         "pending_left": pending,
         "live_left": live,
+        # The commit script counts every commit in the stats hash, killed workers' included.
+        "uncounted_commits": args.agents * steps - int(stats.get("steps_committed", 0)),
+        "consumers_left": len(consumers or ()),
         "worker_stats": {k: int(v) for k, v in sorted(stats.items())},
     }
 
@@ -344,7 +349,8 @@ async def _chaos(
 
 def passed(report: dict[str, Any]) -> bool:
     keys = ("lost", "wrong", "duplicate_lines", "duplicate_commits", "missing_commits",
-            "stream_left", "pending_left", "live_left", "worker_crashes")  # fmt: skip
+            "stream_left", "pending_left", "live_left", "worker_crashes", "uncounted_commits",
+            "consumers_left")  # fmt: skip
     return all(report[k] in (0, None) for k in keys)
 
 

@@ -170,3 +170,49 @@ def test_the_command_line_runs_a_batch_and_resumes_a_killed_submitter(redis_serv
     assert sorted(r["index"] for r in records) == list(range(count))
     assert all(r["status"] == "ok" for r in records)
     assert all(r["output"]["term"] for r in records)
+
+
+async def test_the_stats_hash_counts_every_commit_of_a_killed_worker_and_no_dead_name_stays(
+    redis_server, tmp_path
+):
+    # A worker adds its own counters to the stats hash every lease / 2 (10 s for the first
+    # worker here); it is killed after its first commits, long before. The commit counters
+    # are counted by the commit script, so none of its commits is missing from the hash; and
+    # its consumer name, which owns nothing once its steps are reclaimed, leaves the group.
+    url = redis_server.url("statskill")
+    keys = QueueAddress.parse(url).keys
+    agents, turns = 60, 2
+    steps = 2 * turns + 1
+    procs = [_worker(url, "--turns", str(turns), "--latency", "0.02", "--lease", "20")]
+    killed_after = 0
+    try:
+        async with open_connection(QueueAddress.parse(url)) as conn, trio.open_nursery() as n:
+
+            async def killer() -> None:
+                nonlocal killed_after
+                while int(await conn.command("HLEN", keys.audit)) < 20:
+                    await trio.sleep(0.01)
+                os.kill(procs[0].pid, signal.SIGKILL)
+                procs[0].wait(timeout=30)
+                killed_after = int(await conn.command("HLEN", keys.audit))
+                procs.append(_worker(url, "--turns", str(turns), "--lease", "1.0"))
+
+            n.start_soon(killer)
+            with trio.fail_after(120):
+                await agentcore.submit_batch(
+                    url, make_task(turns), [{"n": i} for i in range(agents)],
+                    tmp_path / "out.jsonl", window=agents, block_ms=100,
+                )  # fmt: skip
+        for proc in procs[1:]:
+            proc.wait(timeout=60)  # exit_when_done: a clean stop
+        async with open_connection(QueueAddress.parse(url)) as conn:
+            stats = {k: int(v) for k, v in (await conn.command("HGETALL", keys.stats)).items()}
+            consumers = await conn.command("XINFO", "CONSUMERS", keys.steps, "workers")
+    finally:
+        _stop_all(procs)
+    assert 20 <= killed_after < agents * steps
+    assert stats["steps_committed"] == agents * steps, stats
+    assert stats["agents_finished"] == agents
+    assert stats.get("steps_rejected", 0) == 0
+    assert consumers == []
+    await check_batch_is_clean(url, agents, steps)

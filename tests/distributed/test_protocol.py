@@ -61,7 +61,8 @@ async def test_a_second_commit_of_the_same_step_is_rejected(redis_server):
             "ADMIT", [keys.version, keys.inputs, keys.steps, keys.meta], ["1", "0", "{}"]
         )
         commit_keys = [
-            keys.version, keys.checkpoint, keys.steps, keys.results, keys.done, keys.audit
+            keys.version, keys.checkpoint, keys.steps, keys.results, keys.done, keys.audit,
+            keys.stats,
         ]  # fmt: skip
 
         async def commit(snapshot: str, compare: str) -> int:
@@ -71,6 +72,9 @@ async def test_a_second_commit_of_the_same_step_is_rejected(redis_server):
         first = await commit("s1", "1")
         again = await commit("s2", "1")
         assert (first, again) == (1, 0)
+        # The commit script counts both in the batch's stats, in the same transaction.
+        stats = await conn.command("HGETALL", keys.stats)
+        assert (stats["steps_committed"], stats["steps_rejected"]) == ("1", "1")
         assert await conn.command("HGET", keys.version, "0") == "1"
         assert await conn.command("HGET", keys.checkpoint, "0") == "s1"
         # The admitted entry plus exactly one entry for step 1.

@@ -127,10 +127,7 @@ class Connection:
 
     def __init__(self, client: Any, glide: Any) -> None:
         self._client = client
-        self._scripts = {
-            name: glide.Script(getattr(scripts, name))
-            for name in ("ADMIT", "LOAD", "COMMIT", "RENEW", "RECLAIM", "CLEANUP", "PAUSE")
-        }
+        self._scripts = {name: glide.Script(getattr(scripts, name)) for name in scripts.__all__}
 
     async def command(self, *args: str | int | bytes) -> Any:
         """Run one command; the reply with bytes decoded to str."""

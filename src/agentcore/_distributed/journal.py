@@ -125,7 +125,10 @@ class ValkeyStep:
         keys = self.keys
         won = await self.conn.script(
             "COMMIT",
-            [keys.version, keys.checkpoint, keys.steps, keys.results, keys.done, keys.audit],
+            [
+                keys.version, keys.checkpoint, keys.steps, keys.results, keys.done, keys.audit,
+                keys.stats,
+            ],
             [
                 self.agent, str(self.step), self.entry_id, kind, payload,
                 "1" if self.compare else "0", "1" if self.audit else "0", GROUP,

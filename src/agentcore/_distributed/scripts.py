@@ -11,7 +11,16 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["ADMIT", "CLEANUP", "COMMIT", "LOAD", "PAUSE", "RECLAIM", "RENEW"]
+__all__ = [
+    "ADMIT",
+    "CLEANUP",
+    "COMMIT",
+    "DROP_CONSUMERS",
+    "LOAD",
+    "PAUSE",
+    "RECLAIM",
+    "RENEW",
+]
 
 ADMIT: Final = """
 -- KEYS: version, inputs, steps, meta
@@ -38,13 +47,14 @@ return {redis.call('HGET', KEYS[1], ARGV[1]), redis.call('HGET', KEYS[2], ARGV[1
 """Read an agent's committed step number, checkpoint and input in one round trip."""
 
 COMMIT: Final = """
--- KEYS: version, checkpoint, steps, results, done, audit
+-- KEYS: version, checkpoint, steps, results, done, audit, stats
 -- ARGV: agent, step, entry id, 'next' | 'end', snapshot | result record,
 --       compare ('1'; '0' only for the negative control), audit ('1' | '0'), group
 local agent, step = ARGV[1], ARGV[2]
 redis.call('XACK', KEYS[3], ARGV[8], ARGV[3])
 redis.call('XDEL', KEYS[3], ARGV[3])
 if ARGV[6] == '1' and redis.call('HGET', KEYS[1], agent) ~= step then
+  redis.call('HINCRBY', KEYS[7], 'steps_rejected', 1)
   return 0
 end
 local following = tonumber(step) + 1
@@ -56,8 +66,10 @@ else
   redis.call('HDEL', KEYS[2], agent)
   if redis.call('HSETNX', KEYS[4], agent, ARGV[5]) == 1 then
     redis.call('XADD', KEYS[5], '*', 'agent', agent)
+    redis.call('HINCRBY', KEYS[7], 'agents_finished', 1)
   end
 end
+redis.call('HINCRBY', KEYS[7], 'steps_committed', 1)
 if ARGV[7] == '1' then
   redis.call('HINCRBY', KEYS[6], agent .. ':' .. step, 1)
 end
@@ -65,7 +77,9 @@ return 1
 """
 """The step commit: a compare-and-set on the agent's step number. Only the first execution
 of (agent, step) to get here advances the agent; every other one (a zombie, a duplicate
-delivery) only acknowledges its entry and returns 0."""
+delivery) only acknowledges its entry and returns 0. The batch's progress counters
+(``steps_committed``, ``steps_rejected``, ``agents_finished``) are counted here, in the same
+transaction, so a worker killed after its commit cannot take them with it."""
 
 RENEW: Final = """
 -- KEYS: steps; ARGV: group, consumer, entry ids...
@@ -84,7 +98,7 @@ and return them. An entry another worker has reclaimed is left alone (a plain ``
 would steal it back)."""
 
 RECLAIM: Final = """
--- KEYS: steps, dead, version, results, done, checkpoint
+-- KEYS: steps, dead, version, results, done, checkpoint, stats
 -- ARGV: group, consumer, lease (ms), cursor, count, delivery limit
 local r = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4],
                      'COUNT', ARGV[5])
@@ -105,9 +119,11 @@ for _, e in ipairs(r[2]) do
         output = cjson.null, error = {kind = 'dead_letter', message = why}, turns = 0})
       if redis.call('HSETNX', KEYS[4], agent, record) == 1 then
         redis.call('XADD', KEYS[5], '*', 'agent', agent)
+        redis.call('HINCRBY', KEYS[7], 'agents_finished', 1)
       end
       redis.call('XADD', KEYS[2], '*', 'agent', agent, 'step', step,
                  'deliveries', deliveries, 'reason', why)
+      redis.call('HINCRBY', KEYS[7], 'steps_dead_lettered', 1)
     end
     redis.call('XACK', KEYS[1], ARGV[1], id)
     redis.call('XDEL', KEYS[1], id)
@@ -136,6 +152,21 @@ end
 return #ARGV / 2
 """
 """Forget finished agents once their results are durable in the output file."""
+
+DROP_CONSUMERS: Final = """
+-- KEYS: steps; ARGV: group, consumer names...
+local dropped = 0
+for i = 2, #ARGV do
+  if #redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[i]) == 0 then
+    dropped = dropped + redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[i])
+  end
+end
+return dropped
+"""
+"""Remove consumers from the group, each only if it owns no pending entry (removing a
+consumer drops its pending entries from the group, which would lose their steps): the
+names of dead processes, a worker's own name when it leaves, every name when the batch is
+finished."""
 
 PAUSE: Final = """
 -- KEYS: pause; ARGV: milliseconds

@@ -19,11 +19,13 @@ indices already in the file (cutting off a torn last line), reads the ``done`` s
 its start (entries of agents whose line was written but not yet forgotten are only
 forgotten now), and continues admission from the cursor. Each result reaches the file once.
 When every input has a line, the submitter sets ``meta.finished``, which lets workers started
-with ``exit_when_done`` leave.
+with ``exit_when_done`` leave, and removes the consumer names that own nothing from the group
+(those of workers that died; a live one is added again by its next read).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -38,7 +40,7 @@ from .._tasks.results_file import ResultRecord, finished_indices
 from .._tasks.task import Task
 from .address import Keys, QueueAddress
 from .connection import Connection, is_server_error, open_connection, retrying
-from .worker import ensure_batch, stream_entries
+from .worker import drop_consumers, ensure_batch, stream_entries
 
 __all__ = ["SubmitReport", "submit_batch"]
 
@@ -196,4 +198,8 @@ async def submit_batch(
                         raise
                     await trio.sleep(0.2)
         await retrying(lambda: conn.command("HSET", keys.meta, "finished", 1))
+        # Every step is committed: the consumer names left in the group are of workers that
+        # died (or are leaving); none owns a pending entry.
+        with contextlib.suppress(Exception):
+            await drop_consumers(conn, keys.steps, idle_ms=0)
     return SubmitReport(total, already, submitter.written, submitter.ok)

@@ -85,12 +85,22 @@ from .backoff import SharedBackoff
 from .connection import Connection, is_server_error, open_connection, retrying
 from .journal import ValkeyStep
 
-__all__ = ["WorkerStatistics", "ensure_batch", "run_worker", "stream_entries"]
+__all__ = [
+    "COUNTED_BY_SCRIPTS",
+    "WorkerStatistics",
+    "drop_consumers",
+    "ensure_batch",
+    "run_worker",
+    "stream_entries",
+]
 
 
 @attrs.define
 class WorkerStatistics:
-    """What one worker did (also added to the batch's ``stats`` hash as it goes)."""
+    """What one worker did. The batch's ``stats`` hash gets the commit counters from the commit
+    script itself (:data:`COUNTED_BY_SCRIPTS`) and the others from the worker every
+    ``lease / 2`` and when it stops (a killed worker loses at most that last half lease of
+    them)."""
 
     steps_committed: int = 0
     """Steps whose commit won the compare-and-set."""
@@ -112,6 +122,11 @@ class WorkerStatistics:
     """Commands that failed (connection lost, timeout) and were retried or abandoned."""
     consumers_removed: int = 0
 
+
+COUNTED_BY_SCRIPTS = frozenset({"steps_committed", "steps_rejected"})
+"""Counters the commit script adds to the batch's ``stats`` hash in the commit's own
+transaction (with ``agents_finished`` and the reclaimer's ``steps_dead_lettered``, which
+only the server counts): the worker never adds them, so they survive its death exact."""
 
 PROGRESS_EVERY = 10.0
 """Seconds between a worker's progress lines (only while its counters move)."""
@@ -230,8 +245,7 @@ class _Worker:
             await self._read()
             while self._inflight:
                 await self._wait_freed()
-            with contextlib.suppress(Exception):
-                await self._flush_stats()  # best effort: the counters are statistics
+            await self._leave()
             nursery.cancel_scope.cancel()
         self._log_progress("stopped")
 
@@ -473,7 +487,10 @@ class _Worker:
         keys = self.keys
         following, entries = await self.conn.script(
             "RECLAIM",
-            [keys.steps, keys.dead, keys.version, keys.results, keys.done, keys.checkpoint],
+            [
+                keys.steps, keys.dead, keys.version, keys.results, keys.done, keys.checkpoint,
+                keys.stats,
+            ],
             [
                 GROUP, self.name, str(int(self.lease * 1000)), cursor, str(count),
                 str(self.max_deliveries),
@@ -487,22 +504,41 @@ class _Worker:
         return str(following)
 
     async def _remove_dead_consumers(self) -> None:
-        consumers = await self.conn.command("XINFO", "CONSUMERS", self.keys.steps, GROUP)
-        limit = 10 * self.lease * 1000
-        for consumer in consumers or ():
-            info = consumer if isinstance(consumer, dict) else dict(_pairs(consumer))
-            name = str(info.get("name"))
-            if name != self.name and info.get("pending") == 0 and info.get("idle", 0) > limit:
-                await self.conn.command("XGROUP", "DELCONSUMER", self.keys.steps, GROUP, name)
-                self.stats.consumers_removed += 1
+        self.stats.consumers_removed += await drop_consumers(
+            self.conn, self.keys.steps, idle_ms=10 * self.lease * 1000, keep=self.name
+        )
+
+    async def _leave(self) -> None:
+        """Best effort on a clean stop: the last counters, and this worker's consumer name
+        out of the group (it owns nothing now; a killed worker's name is removed by the
+        others, or by the submitter when the batch is finished)."""
+        with contextlib.suppress(Exception):
+            await self._flush_stats()
+        with contextlib.suppress(Exception):
+            await self.conn.script("DROP_CONSUMERS", [self.keys.steps], [GROUP, self.name])
 
     async def _flush_stats(self) -> None:
         now = attrs.asdict(self.stats)
         before = attrs.asdict(self._flushed)
         for name, value in now.items():
-            if value != before[name]:
+            if value != before[name] and name not in COUNTED_BY_SCRIPTS:
                 await self.conn.command("HINCRBY", self.keys.stats, name, value - before[name])
-                setattr(self._flushed, name, value)
+            setattr(self._flushed, name, value)
+
+
+async def drop_consumers(conn: Connection, steps: str, *, idle_ms: float, keep: str = "") -> int:
+    """Remove the group's consumers idle for over ``idle_ms`` that own no pending entry (but
+    ``keep``); the pending check and the removal are one script. Returns how many went."""
+    consumers = await conn.command("XINFO", "CONSUMERS", steps, GROUP)
+    names = []
+    for consumer in consumers or ():
+        info = consumer if isinstance(consumer, dict) else dict(_pairs(consumer))
+        name = str(info.get("name"))
+        if name != keep and info.get("pending") == 0 and info.get("idle", 0) >= idle_ms:
+            names.append(name)
+    if not names:
+        return 0
+    return int(await conn.script("DROP_CONSUMERS", [steps], [GROUP, *names]))
 
 
 def _ends(effects: Sequence[Effect]) -> Finish | Abort | None:

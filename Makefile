@@ -122,6 +122,17 @@ test-vllm: venv vllm
 bench-vllm: venv vllm
 	$(BIN)/python bench/bench_vllm.py $(BENCH_ARGS)
 
+# ---- replicas behind a real router (vllm-router from PyPI, tools/router) ----
+.PHONY: router test-router
+
+## Install vllm-router 0.1.17 into ~/.cache/agentcore-router (or $AGENTCORE_ROUTER_HOME); idempotent.
+router:
+	bash tools/router/install.sh
+
+## agentcore behind vllm-router in front of two real vLLM replicas (installs both first).
+test-router: venv router vllm
+	AGENTCORE_ROUTER=1 $(PYTEST) -m router tests/router
+
 # ---- distributed batches on Redis/Valkey Streams (tools/redis, docs/distributed.md) ----
 .PHONY: redis test-distributed chaos
 

@@ -37,6 +37,8 @@ class VllmServer:
     port: int
     flags: tuple[str, ...] = ()
     """``server.py start`` flags (``--fcfs``, ``--plain``)."""
+    wait: float = 240.0
+    """Seconds the server may take to answer after its start."""
 
     @property
     def http(self) -> str:
@@ -53,8 +55,10 @@ class VllmServer:
 
     def start(self) -> None:
         command = [sys.executable, str(SERVER), "start", "--port", str(self.port), *self.flags,
-                   "--", "--max-num-seqs", str(MAX_NUM_SEQS)]  # fmt: skip
-        done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+                   "--wait", str(self.wait), "--", "--max-num-seqs", str(MAX_NUM_SEQS)]  # fmt: skip
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=self.wait + 60, check=False
+        )
         if done.returncode != 0:
             pytest.fail(f"vLLM did not start: {done.stderr.strip()[-3000:]}")
 

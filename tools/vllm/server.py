@@ -2,7 +2,8 @@
 (stdlib only).
 
     python tools/vllm/server.py start --port N [--model tiny|small|DIR] [--max-model-len 4096]
-                                      [--fcfs] [--plain] [--dev] [--wait 240]
+                                      [--fcfs] [--plain] [--dev] [--log-requests]
+                                      [--wait 240]
                                       [-- extra vLLM arguments]
     python tools/vllm/server.py stop --port N
 
@@ -20,7 +21,9 @@ that make agentcore's signals effective:
 
 ``--fcfs`` leaves the scheduler at its first-come-first-served default, ``--plain`` drops
 the prompt-token details, ``--dev`` sets ``VLLM_SERVER_DEV_MODE=1`` (``POST
-/reset_prefix_cache``, used by the benchmark between contenders). ``VLLM_CPU_KVCACHE_SPACE``
+/reset_prefix_cache``, used by the benchmark between contenders), ``--log-requests`` logs a
+line per request naming its id (``Received request chatcmpl-ID``; the id is the request's
+``X-Request-Id`` header) at vLLM's INFO level. ``VLLM_CPU_KVCACHE_SPACE``
 is 1 (GiB) unless set. Run files live in ``$AGENTCORE_VLLM_HOME/run-PORT`` (``pid``,
 ``server.log``); ``stop`` sends SIGTERM to that pid's process group, waits up to 20 s, then
 SIGKILL, and removes them. It never touches a process it did not start.
@@ -59,6 +62,8 @@ def command(args: argparse.Namespace, model: Path) -> list[str]:
         argv.append("--enable-prompt-tokens-details")
     if not args.fcfs:
         argv += ["--scheduling-policy", "priority"]
+    if args.log_requests:
+        argv.append("--enable-log-requests")
     return argv + args.extra
 
 
@@ -76,7 +81,7 @@ def start(args: argparse.Namespace) -> int:
         return 1
     env = dict(os.environ)
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    env.setdefault("VLLM_LOGGING_LEVEL", "INFO" if args.log_requests else "WARNING")
     env["VLLM_NO_USAGE_STATS"] = "1"
     env["DO_NOT_TRACK"] = "1"
     env["HF_HUB_OFFLINE"] = "1"
@@ -102,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--fcfs", action="store_true", help="first-come-first-served scheduling")
     up.add_argument("--plain", action="store_true", help="no --enable-prompt-tokens-details")
     up.add_argument("--dev", action="store_true", help="VLLM_SERVER_DEV_MODE=1")
+    up.add_argument("--log-requests", action="store_true", help="a log line per request id")
     up.add_argument("--wait", type=float, default=240.0)
     up.add_argument("extra", nargs="*", help="more vLLM arguments (after --)")
     down = commands.add_parser("stop")

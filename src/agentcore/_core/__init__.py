@@ -37,4 +37,7 @@ the folder and fails on anything else). Files:
 - ``token_estimate``: a request's tokens before it is sent (linear in its text, framing, tool
   specs and images, fitted to the servers' counts) and the estimate's errors per request
   shape; the rate budget and a batch's token budget both reserve with it.
+- ``fleetbudget``: the rate budget a fleet of distributed workers shares (the policy the
+  batch's server-side script runs: grants for a line of requests up to a horizon, learned
+  limits, corrections, holds) and a worker's local share when the server cannot be reached.
 """

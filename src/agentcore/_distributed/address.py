@@ -87,6 +87,17 @@ class Keys:
         (a shared back-off after a 429 or an overload)."""
         return self._key("pause")
 
+    @property
+    def budget(self) -> str:
+        """Hash: the fleet's rate budget (limits configured and learned, the buckets' state)."""
+        return self._key("budget")
+
+    @property
+    def budget_workers(self) -> str:
+        """Sorted set worker -> when it last reserved (server clock): the live workers that
+        share the budget."""
+        return self._key("budget:workers")
+
     def memos(self, agent: str) -> str:
         """Hash idempotency key -> memoised tool outcome, one per agent."""
         return self._key(f"fx:{agent}")

@@ -14,6 +14,10 @@ clock measures the pause, so the workers' clocks need not agree.
 
 The back-off is best effort: when the server cannot be reached, attempts go ahead and the
 driver's own back-off still applies.
+
+With a :class:`~agentcore._distributed.budget.FleetBudget`, each attempt first reserves its
+request and estimated tokens from the fleet's rate budget (which grants nothing while the
+pause is set) and settles them with the reply.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from .._codecs.exchange import Exchange
 from .._core.error_policy import policy_of
 from .._core.events import CallModel, ModelFailed
 from .._transports.model_client import ModelClient
+from .budget import FleetBudget
 from .connection import Connection, is_server_error
 
 __all__ = ["SharedBackoff"]
@@ -47,6 +52,8 @@ class SharedBackoff:
     _check_every: float = attrs.field(default=0.1, kw_only=True)
     """Seconds between two reads of the pause key."""
     _rng: random.Random = attrs.field(factory=random.Random, kw_only=True)
+    budget: FleetBudget | None = attrs.field(default=None, kw_only=True)
+    """The fleet's rate budget each attempt reserves from first, if any."""
     _checked_at: float = attrs.field(default=-math.inf, init=False)
     _until: float = attrs.field(default=-math.inf, init=False)
     pauses_published: int = attrs.field(default=0, init=False)
@@ -58,10 +65,20 @@ class SharedBackoff:
         return says_schema_on_final(self._inner)
 
     async def exchange(self, call: CallModel) -> Exchange:
-        """Wait out a published pause, make the attempt, publish a pause if told to slow down."""
-        await self._wait()
-        exchange = await self._inner.exchange(call)
+        """Reserve from the fleet's budget, wait out a published pause, make the attempt,
+        publish a pause if told to slow down."""
+        budget = self.budget
+        ticket = None if budget is None else await budget.reserve(call)
+        try:
+            await self._wait()
+            exchange = await self._inner.exchange(call)
+        except BaseException:
+            if budget is not None and ticket is not None:
+                budget.cancelled(ticket)
+            raise
         event = exchange.event
+        if budget is not None and ticket is not None:
+            budget.settle(ticket, call, exchange)
         if isinstance(event, ModelFailed) and policy_of(event.error.kind).pauses_fleet:
             pause = event.error.retry_after or self._default_pause
             await self._publish(pause)

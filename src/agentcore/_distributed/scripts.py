@@ -20,6 +20,7 @@ __all__ = [
     "PAUSE",
     "RECLAIM",
     "RENEW",
+    "RESERVE",
 ]
 
 ADMIT: Final = """
@@ -177,3 +178,122 @@ end
 return 0
 """
 """Publish a pause for every worker of the batch, unless a longer one is already set."""
+
+RESERVE: Final = """
+-- KEYS: budget, pause, workers
+-- ARGV: worker, now (seconds; '' = the server's clock), horizon (s), workers' window (s),
+--       configured rpm, configured tpm, learned rpm, learned tpm, remaining requests,
+--       remaining tokens ('' = not said), requests back, tokens back (signed), costs...
+-- Returns: retry (us), rpm, tpm (-1: unknown), live workers, now (us), delays (us)...
+local now = tonumber(ARGV[2])
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) + tonumber(t[2]) / 1e6
+end
+local b = KEYS[1]
+local function num(field) return tonumber(redis.call('HGET', b, field)) end
+local function arg(i) return tonumber(ARGV[i]) end
+local function lower(x, y)
+  if not x then return y end
+  if not y then return x end
+  return math.min(x, y)
+end
+local function put(field, value)
+  if value then
+    redis.call('HSET', b, field, string.format('%.17g', value))
+  else
+    redis.call('HDEL', b, field)
+  end
+end
+-- configured limits: the lowest any worker was given; learned: the latest headers
+local crpm, ctpm = lower(num('crpm'), arg(5)), lower(num('ctpm'), arg(6))
+local lrpm, ltpm = num('lrpm'), num('ltpm')
+if arg(7) and arg(7) > 0 then lrpm = arg(7) end
+if arg(8) and arg(8) > 0 then ltpm = arg(8) end
+put('crpm', crpm); put('ctpm', ctpm); put('lrpm', lrpm); put('ltpm', ltpm)
+-- the buckets: {limit, tat}; tat nil = full
+local buckets = {}
+local limits = {lower(crpm, lrpm), lower(ctpm, ltpm)}
+for i, name in ipairs({'r', 't'}) do
+  local limit = limits[i]
+  local old, tat = num(name .. 'limit'), num(name .. 'tat')
+  if limit and old and limit ~= old then
+    -- a new limit keeps the level
+    local level = old - math.max(0, (tat or -math.huge) - now * (old / 60))
+    tat = math.max(-math.huge, now * (limit / 60) + limit - level)
+  end
+  if limit then buckets[i] = {limit, tat} end
+  put(name .. 'limit', limit)
+end
+local function level(k, at)
+  return k[1] - math.max(0, (k[2] or -math.huge) - at * (k[1] / 60))
+end
+local function cap(k, at, most)
+  k[2] = math.max(k[2] or -math.huge, at * (k[1] / 60) + k[1] - most)
+end
+local function add(k, at, amount)
+  local clock = at * (k[1] / 60)
+  if amount < 0 then
+    k[2] = math.max(k[2] or -math.huge, clock) - amount
+  elseif amount > 0 and k[2] and k[2] > clock then
+    k[2] = math.max(clock, k[2] - amount)
+  end
+end
+local function wait(k, at, cost)
+  local need = math.min(math.max(cost, 0), k[1])
+  if not k[2] then return 0 end
+  local w = (k[2] - (k[1] - need)) / (k[1] / 60) - at
+  if w <= 1e-9 then return 0 end
+  return w
+end
+-- corrections first: what remains at the API already counts the usage they correct
+for i = 1, 2 do
+  local k = buckets[i]
+  if k then
+    if arg(10 + i) and arg(10 + i) ~= 0 then add(k, now, arg(10 + i)) end
+    if arg(8 + i) then cap(k, now, math.max(arg(8 + i), 0)) end
+  end
+end
+-- the fleet's live workers: those that reserved within the window
+redis.call('ZADD', KEYS[3], now, ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - arg(4))
+local live = redis.call('ZCARD', KEYS[3])
+local out = {0, limits[1] or -1, limits[2] or -1, live, math.floor(now * 1e6)}
+local held = redis.call('PTTL', KEYS[2])
+if held > 0 then
+  out[1] = held * 1000
+else
+  local horizon = arg(3)
+  for i = 13, #ARGV do
+    local cost, delay = arg(i), 0
+    for j = 1, 2 do
+      local k = buckets[j]
+      if k then delay = math.max(delay, wait(k, now, j == 1 and 1 or cost)) end
+    end
+    if delay > horizon then
+      out[1] = math.ceil((delay - horizon) * 1e6)
+      break
+    end
+    for j = 1, 2 do
+      local k = buckets[j]
+      if k then add(k, now + delay, -(j == 1 and 1 or math.max(cost, 0))) end
+    end
+    out[#out + 1] = math.ceil(delay * 1e6)
+  end
+end
+for i, name in ipairs({'r', 't'}) do
+  local k = buckets[i]
+  -- a bucket full again holds nothing worth keeping
+  if k and k[2] and k[2] > now * (k[1] / 60) then
+    put(name .. 'tat', k[2])
+  else
+    put(name .. 'tat', nil)
+  end
+end
+return out
+"""
+"""The fleet's rate budget (:class:`agentcore._core.fleetbudget.SharedBudget`, step for step,
+with the server's clock): learn the limits and what remains, take corrections back, then grant
+the costs of a line of requests in order, each at the time both buckets hold it, up to
+``horizon`` seconds ahead; nothing while the batch's pause is in force. Also counts the live
+workers (those that reserved within the window) for the local share."""

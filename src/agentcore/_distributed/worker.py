@@ -82,6 +82,7 @@ from .._tasks.task import RenderError, Task, compile_job
 from .._transports.model_client import ModelClient
 from .address import GROUP, QueueAddress
 from .backoff import SharedBackoff
+from .budget import FleetBudget
 from .connection import Connection, is_server_error, open_connection, retrying
 from .journal import ValkeyStep
 
@@ -121,6 +122,13 @@ class WorkerStatistics:
     server_errors: int = 0
     """Commands that failed (connection lost, timeout) and were retried or abandoned."""
     consumers_removed: int = 0
+    budget_reservations: int = 0
+    """Model attempts reserved from the fleet's rate budget."""
+    budget_calls: int = 0
+    """Round trips to the server for them (one serves every attempt then in line)."""
+    budget_local: int = 0
+    """Of the reservations, those granted from the local share while the server could not be
+    reached."""
 
 
 COUNTED_BY_SCRIPTS = frozenset({"steps_committed", "steps_rejected"})
@@ -200,8 +208,11 @@ class _Worker:
         audit: bool,
         compare: bool,
         heartbeat: bool,
+        name: str,
+        budget: FleetBudget | None,
     ) -> None:
         self.address = address
+        self.budget = budget
         self.keys = address.keys
         self.task = task
         self.driver = driver
@@ -215,7 +226,7 @@ class _Worker:
         self.audit = audit
         self.compare = compare
         self.heartbeat = heartbeat
-        self.name = _consumer_name()
+        self.name = name
         self.stats = WorkerStatistics()
         self._flushed = WorkerStatistics()
         self._inflight: dict[str, trio.CancelScope] = {}
@@ -257,7 +268,15 @@ class _Worker:
                 shown = attrs.evolve(self.stats)
                 self._log_progress("progress")
 
+    def _count_budget(self) -> None:
+        if self.budget is not None:
+            counts = self.budget.stats
+            self.stats.budget_reservations = counts.reservations
+            self.stats.budget_calls = counts.calls
+            self.stats.budget_local = counts.local
+
     def _log_progress(self, what: str) -> None:
+        self._count_budget()
         stats = self.stats
         DISTRIBUTED.info(
             "worker %s %s: %d steps committed (%d model calls, %d tool executions), %d in "
@@ -518,6 +537,7 @@ class _Worker:
             await self.conn.script("DROP_CONSUMERS", [self.keys.steps], [GROUP, self.name])
 
     async def _flush_stats(self) -> None:
+        self._count_budget()
         now = attrs.asdict(self.stats)
         before = attrs.asdict(self._flushed)
         for name, value in now.items():
@@ -550,13 +570,15 @@ def _pairs(flat: list[Any]) -> list[tuple[Any, Any]]:
     return list(zip(flat[::2], flat[1::2], strict=False))
 
 
-def _wrap(backoff: tuple[Connection, str] | None) -> Callable[[ModelClient], ModelClient] | None:
+def _wrap(
+    backoff: tuple[Connection, str] | None, budget: FleetBudget | None = None
+) -> Callable[[ModelClient], ModelClient] | None:
     """How a worker's driver wraps its model client: in a :class:`SharedBackoff` on the
-    batch's pause key (``None``: not wrapped)."""
+    batch's pause key, reserving from ``budget`` if given (``None``: not wrapped)."""
     if backoff is None:
         return None
     conn, key = backoff
-    return lambda client: SharedBackoff(client, conn, key)
+    return lambda client: SharedBackoff(client, conn, key, budget=budget)
 
 
 async def run_worker(
@@ -575,6 +597,7 @@ async def run_worker(
     compare: bool = True,
     heartbeat: bool = True,
     shared_backoff: bool = True,
+    fleet_budget: bool = True,
     task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED,
     **driver_options: Any,
 ) -> WorkerStatistics:
@@ -603,6 +626,10 @@ async def run_worker(
         shared_backoff: when the backend answers 429 or "overloaded", pause every worker of
             the batch for its ``retry-after`` (a key on the server), not only this one. Not
             applied to a ``driver`` passed in.
+        fleet_budget: with ``shared_backoff``, reserve every attempt from one rate budget
+            that all the batch's workers share on the server: ``requests_per_minute`` and
+            ``tokens_per_minute`` are then the fleet's limits, and limits learned from any
+            worker's reply headers apply to all (docs/distributed.md, "One rate budget").
         compare, heartbeat: turn the compare-and-set or the heartbeat off. Only for the
             chaos suite's negative controls, which show that either breaks exactly-once.
         task_status: for ``nursery.start``: started once connected and checked.
@@ -631,11 +658,18 @@ async def run_worker(
         reader = await stack.enter_async_context(
             open_connection(address, name="agentcore-reader", timeout_ms=block_ms + 5000)
         )
+        name = _consumer_name()
+        budget = None
         if driver is None:
             assert backend is not None
             backoff = (conn, address.keys.pause) if shared_backoff else None
+            if shared_backoff and fleet_budget:
+                budget = FleetBudget(
+                    conn, address.keys, name, requests_per_minute=opts.requests_per_minute,
+                    tokens_per_minute=opts.tokens_per_minute,
+                )  # fmt: skip
             opened = await stack.enter_async_context(
-                open_driver_with(backend, opts, task.tools, _wrap(backoff))
+                open_driver_with(backend, opts, task.tools, _wrap(backoff, budget))
             )
         else:
             opened = driver
@@ -654,7 +688,10 @@ async def run_worker(
             audit=audit,
             compare=compare,
             heartbeat=heartbeat,
+            name=name,
+            budget=budget,
         )
         task_status.started(worker)
         await worker.run()
+        worker._count_budget()
         return worker.stats

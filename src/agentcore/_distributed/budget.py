@@ -19,15 +19,19 @@ worker's round trip brings about two grants, and a call that finds the line empt
 once: a request costs at most about one round trip, and requests that arrive while one is
 under way share the next.
 
-After the attempt, :meth:`FleetBudget.settle` corrects the estimate with the reply's usage,
-refunds a request refused with a 429 (the batch's pause, published by the shared back-off,
-holds every grant meanwhile: the script refuses to grant while it is set), and keeps the
-reply's rate headers; all of it goes with the next call. Every worker learns the limits the
-others learned at its next call.
+After the attempt, :meth:`FleetBudget.settle` corrects the estimate with the reply's usage
+and keeps the reply's rate headers; all of it goes with the next call. Every worker learns the
+limits the others learned at its next call. A request refused with a 429 keeps its charge:
+the API was short of what the budget granted, so the budget was ahead of the API by at least
+that much (requests sent before the limits were known, say); a refund would keep the gap and
+the next grant would be refused as well. Meanwhile the batch's pause, published by the shared
+back-off, holds every grant (the script refuses to grant while it is set).
 
 While no limit is known to the fleet (none configured, none learned), the server's answer is
-trusted for ``check_every`` seconds and attempts go without a round trip; attempts sent so,
-still in flight when the first limits become known, are charged then.
+trusted for ``check_every`` seconds and attempts go without a round trip; each is charged with
+the worker's next call, so if the limits become known meanwhile, what was sent is in the
+budget (what the API's headers say remains caps it too; a request counted by both only holds
+the budget back).
 
 When a call fails because the server cannot be reached, the worker goes on with its local
 share (:func:`agentcore._core.fleetbudget.local_share`: each limit divided by the live workers
@@ -63,12 +67,7 @@ class Ticket:
     """One attempt's claim on the fleet's budget."""
 
     tokens: int
-    """The estimated tokens reserved."""
-    charged: bool
-    """Whether the budget was charged (``False``: sent while no limit was known)."""
-    epoch: int = 0
-    """For an attempt sent while no limit was known: which such attempts it was among (all
-    of them still in flight are charged together when the first limits become known)."""
+    """The estimated tokens charged."""
 
 
 @attrs.define
@@ -146,11 +145,6 @@ class FleetBudget:
         self.live = 1
         self._known_at = -math.inf
         self._last_call = -math.inf
-        # Attempts sent while no limit was known, still in flight.
-        self._blind = 0
-        self._blind_tokens = 0
-        self._blind_epoch = 0
-        self._charged_epoch = -1
         # The local share, while the server cannot be reached.
         self._local: SharedBudget | None = None
         self._retry_at = -math.inf
@@ -166,10 +160,12 @@ class FleetBudget:
             and now < self._known_at + self.check_every
             and self._learned == (None, None)
         ):
+            # Sent at once, charged with the next call: should the fleet learn its limits
+            # meanwhile, what was sent before is in the budget.
             self.stats.unlimited += 1
-            self._blind += 1
-            self._blind_tokens += tokens
-            return Ticket(tokens, charged=False, epoch=self._blind_epoch)
+            self._back[0] -= 1
+            self._back[1] -= tokens
+            return Ticket(tokens)
         me = _Waiter(tokens)
         self._line.append(me)
         if self._leader is None:
@@ -195,7 +191,7 @@ class FleetBudget:
             if me.delay is not None:
                 self._give_back(1.0, float(tokens))
             raise
-        return Ticket(tokens, charged=True)
+        return Ticket(tokens)
 
     def _hand_on(self, me: _Waiter) -> None:
         if self._leader is me:
@@ -289,28 +285,21 @@ class FleetBudget:
         self.stats.calls += 1
         now = trio.current_time()
         retry_us, rpm, tpm, live, _server_now = (int(x) for x in reply[:5])
-        was_unknown = self.limits == (None, None)
         self.limits = (None if rpm < 0 else rpm, None if tpm < 0 else tpm)
         self.live = max(1, live)
         self._known_at = self._last_call = now
         self._local = None  # the server answers: what was spent locally went with this call
-        if was_unknown and self.limits != (None, None) and self._blind:
-            # Attempts sent while nothing was known are in flight: charge them now.
-            self._back[0] -= self._blind
-            self._back[1] -= self._blind_tokens
-            self._blind = self._blind_tokens = 0
-            self._charged_epoch = self._blind_epoch
-            self._blind_epoch += 1
         return tuple(int(d) / 1e6 for d in reply[5:]), retry_us / 1e6
 
     # ------------------------------------------------------------------ after the attempt
 
     def settle(self, ticket: Ticket, call: CallModel, exchange: Exchange) -> None:
-        """Account for one attempt's outcome and its reply's rate headers."""
-        charged = ticket.charged or ticket.epoch <= self._charged_epoch
-        if not charged:
-            self._blind -= 1
-            self._blind_tokens -= ticket.tokens
+        """Account for one attempt's outcome and its reply's rate headers.
+
+        A request refused with a 429 keeps its charge: the API was short of what the budget
+        granted, so the budget was ahead of it by at least that request; keeping it brings
+        the budget back (a refund would keep the gap, and the next grant would be refused
+        too)."""
         observation = exchange.rate
         if observation is not None:
             self._learned = _newer(
@@ -326,21 +315,15 @@ class FleetBudget:
                 usage.completion_tokens,
                 call.params.max_tokens,
             )
-            if charged:
-                used = usage.prompt_tokens + usage.completion_tokens
-                self._give_back(0.0, float(ticket.tokens - used))
-        elif charged:
-            refused = policy_of(event.error.kind).holds_back_budget
-            self._give_back(1.0 if refused else 0.0, float(ticket.tokens))
+            used = usage.prompt_tokens + usage.completion_tokens
+            self._give_back(0.0, float(ticket.tokens - used))
+        elif not policy_of(event.error.kind).holds_back_budget:
+            self._give_back(0.0, float(ticket.tokens))  # failed: no tokens used
 
     def cancelled(self, ticket: Ticket) -> None:
         """The attempt was cancelled after its reservation: the server may have counted it;
         its tokens are settled as unused."""
-        if ticket.charged or ticket.epoch <= self._charged_epoch:
-            self._give_back(0.0, float(ticket.tokens))
-        else:
-            self._blind -= 1
-            self._blind_tokens -= ticket.tokens
+        self._give_back(0.0, float(ticket.tokens))
 
     def _give_back(self, requests: float, tokens: float) -> None:
         self._back[0] += requests

@@ -42,7 +42,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.router.router_server import RouterServer  # noqa: E402
-from tests.vllm.vllm_server import VllmServer, free_port  # noqa: E402
+from tests.server_scripts import free_port  # noqa: E402
+from tests.vllm.test_vllm import search  # noqa: E402
+from tests.vllm.vllm_server import VllmServer  # noqa: E402
 
 import agentcore  # noqa: E402
 from agentcore import ModelParams, open_driver  # noqa: E402
@@ -51,17 +53,6 @@ CONTENDERS = (
     "one-replica", "router-one-replica", "consistent_hash", "consistent_hash-nokey",
     "round_robin", "cache_aware", "sticky_least_loaded",
 )  # fmt: skip
-
-
-@agentcore.tool
-async def search(q: str) -> str:
-    """Search the notes.
-
-    Args:
-        q: what to look for.
-    """
-    await trio.sleep(0.05)
-    return f"notes about {q!r}"
 
 
 def make_task() -> agentcore.Task:

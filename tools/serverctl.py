@@ -4,11 +4,13 @@
 A server runs in a run directory of its own (``pid``, ``server.log``), in a new session, so
 its process group is its pid: ``stop`` sends SIGTERM to that group (a server made of several
 processes goes whole), waits, then SIGKILL, and removes the run directory. It never touches a
-process it did not start.
+process it did not start. :func:`main` is the command line every server script has
+(``start --port N ... [--wait S] [-- extra arguments]``, ``stop --port N``).
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import shutil
@@ -18,7 +20,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 
@@ -136,3 +138,29 @@ def stop(where: Path, grace: float = 10.0) -> int:
     stop_pid(int(pid_file.read_text()), grace)
     shutil.rmtree(where, ignore_errors=True)
     return 0
+
+
+def main(
+    argv: Sequence[str] | None,
+    *,
+    description: str,
+    server: str,
+    wait: float,
+    options: Callable[[argparse.ArgumentParser], None],
+    start: Callable[[argparse.Namespace], int],
+    stop: Callable[[argparse.Namespace], int],
+) -> int:
+    """Parse ``start --port N [options] [--wait S] [-- extra]`` or ``stop --port N`` and run
+    ``start`` or ``stop``: ``options`` adds the server's own start options, ``wait`` is the
+    default of ``--wait``, ``server`` names what the extra arguments are for."""
+    parser = argparse.ArgumentParser(description=description)
+    commands = parser.add_subparsers(dest="command", required=True)
+    up = commands.add_parser("start")
+    up.add_argument("--port", type=int, required=True)
+    options(up)
+    up.add_argument("--wait", type=float, default=wait)
+    up.add_argument("extra", nargs="*", help=f"more {server} arguments (after --)")
+    down = commands.add_parser("stop")
+    down.add_argument("--port", type=int, required=True)
+    args = parser.parse_args(argv)
+    return start(args) if args.command == "start" else stop(args)

@@ -17,7 +17,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.llamacpp.llama_server import CTX, SLOTS, LlamaServer, free_port
+from tests.llamacpp.llama_server import CTX, SLOTS, LlamaServer
+from tests.server_scripts import free_port
 
 REQUIRED = os.environ.get("AGENTCORE_LLAMACPP", "").lower() in ("1", "true", "yes")
 

@@ -3,24 +3,16 @@ through the project's own ``tools/llamacpp/server.py``."""
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import attrs
-import pytest
+
+from tests import server_scripts
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = ROOT / "tools" / "llamacpp" / "server.py"
 SLOTS = 4
 CTX = 4096
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @attrs.frozen
@@ -39,14 +31,8 @@ class LlamaServer:
         return f"llamacpp://127.0.0.1:{self.port}"
 
     def start(self, *extra: str) -> None:
-        command = [sys.executable, str(SERVER), "start", "--port", str(self.port),
-                   "--slots", str(self.slots), "--ctx", str(self.ctx), "--slot-save"]  # fmt: skip
-        if extra:
-            command += ["--", *extra]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-        if done.returncode != 0:
-            pytest.fail(f"llama-server did not start: {done.stderr.strip()}")
+        args = ["--slots", str(self.slots), "--ctx", str(self.ctx), "--slot-save", "--", *extra]
+        server_scripts.start(SERVER, self.port, args, what="llama-server")
 
     def stop(self) -> None:
-        subprocess.run([sys.executable, str(SERVER), "stop", "--port", str(self.port)],
-                       capture_output=True, timeout=30, check=False)  # fmt: skip
+        server_scripts.stop(SERVER, self.port, timeout=30)

@@ -25,7 +25,8 @@ from collections.abc import Iterator
 import pytest
 
 from tests.router.router_server import ROUTER
-from tests.vllm.vllm_server import PYTHON, VllmServer, free_port
+from tests.server_scripts import free_port
+from tests.vllm.vllm_server import PYTHON, VllmServer
 
 REQUIRED = os.environ.get("AGENTCORE_ROUTER", "").lower() in ("1", "true", "yes")
 

@@ -4,13 +4,12 @@ starting and stopping it by pid through the project's own ``tools/router/server.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
-import pytest
+
+from tests import server_scripts
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = ROOT / "tools" / "router" / "server.py"
@@ -34,16 +33,10 @@ class RouterServer:
         return HOME / f"run-{self.port}" / "server.log"
 
     def start(self, extra: Sequence[str] = ()) -> None:
-        command = [sys.executable, str(SERVER), "start", "--port", str(self.port),
-                   "--policy", self.policy]  # fmt: skip
+        args = ["--policy", self.policy]
         for worker in self.workers:
-            command += ["--worker", worker]
-        if extra:
-            command += ["--", *extra]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-        if done.returncode != 0:
-            pytest.fail(f"vllm-router did not start: {done.stderr.strip()[-3000:]}")
+            args += ["--worker", worker]
+        server_scripts.start(SERVER, self.port, [*args, "--", *extra], what="vllm-router")
 
     def stop(self) -> None:
-        subprocess.run([sys.executable, str(SERVER), "stop", "--port", str(self.port)],
-                       capture_output=True, timeout=60, check=False)  # fmt: skip
+        server_scripts.stop(SERVER, self.port)

@@ -21,8 +21,9 @@ import pytest
 import agentcore
 from agentcore import ModelParams, Result, open_driver
 from tests.router.router_server import RouterServer
+from tests.server_scripts import free_port
 from tests.vllm.test_vllm import REPLY, search
-from tests.vllm.vllm_server import BLOCK, VllmServer, free_port
+from tests.vllm.vllm_server import BLOCK, VllmServer
 
 pytestmark = pytest.mark.router
 

@@ -19,7 +19,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.vllm.vllm_server import VllmServer, free_port
+from tests.server_scripts import free_port
+from tests.vllm.vllm_server import VllmServer
 
 REQUIRED = os.environ.get("AGENTCORE_VLLM", "").lower() in ("1", "true", "yes")
 

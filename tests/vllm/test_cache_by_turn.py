@@ -11,9 +11,10 @@ import pytest
 
 import agentcore
 from agentcore import ModelParams, open_driver
+from tests.server_scripts import free_port
 from tests.vllm.conftest import REQUIRED
 from tests.vllm.test_vllm import TOPICS, search
-from tests.vllm.vllm_server import BLOCK, MAX_NUM_SEQS, VllmServer, free_port
+from tests.vllm.vllm_server import BLOCK, MAX_NUM_SEQS, VllmServer
 
 pytestmark = pytest.mark.vllm
 

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import os
 import re
-import socket
-import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
 import attrs
-import pytest
+
+from tests import server_scripts
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = ROOT / "tools" / "vllm" / "server.py"
@@ -24,12 +22,6 @@ MAX_NUM_SEQS = 4
 which is what priority scheduling orders."""
 BLOCK = 128
 """vLLM's KV block size on CPUs: prefix caching works in whole blocks."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @attrs.frozen
@@ -54,17 +46,11 @@ class VllmServer:
         return HOME / f"run-{self.port}" / "server.log"
 
     def start(self) -> None:
-        command = [sys.executable, str(SERVER), "start", "--port", str(self.port), *self.flags,
-                   "--wait", str(self.wait), "--", "--max-num-seqs", str(MAX_NUM_SEQS)]  # fmt: skip
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=self.wait + 60, check=False
-        )
-        if done.returncode != 0:
-            pytest.fail(f"vLLM did not start: {done.stderr.strip()[-3000:]}")
+        args = [*self.flags, "--wait", str(self.wait), "--", "--max-num-seqs", str(MAX_NUM_SEQS)]
+        server_scripts.start(SERVER, self.port, args, what="vLLM", timeout=self.wait + 60)
 
     def stop(self) -> None:
-        subprocess.run([sys.executable, str(SERVER), "stop", "--port", str(self.port)],
-                       capture_output=True, timeout=60, check=False)  # fmt: skip
+        server_scripts.stop(SERVER, self.port)
 
     def metrics(self) -> dict[str, float]:
         """``/metrics``: ``name`` or ``name{label=value}`` (the engine and model labels left

@@ -75,22 +75,19 @@ def stop(args: argparse.Namespace) -> int:
     return serverctl.stop(run_dir(args.port))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="llama-server on 127.0.0.1")
-    commands = parser.add_subparsers(dest="command", required=True)
-    up = commands.add_parser("start")
-    up.add_argument("--port", type=int, required=True)
+def options(up: argparse.ArgumentParser) -> None:
     up.add_argument("--model", default="tiny")
     up.add_argument("--slots", type=int, default=8)
     up.add_argument("--ctx", type=int, default=8192, help="context tokens per slot")
     up.add_argument("--threads", type=int, default=0)
     up.add_argument("--slot-save", action="store_true", help="enable the slot save/restore API")
-    up.add_argument("--wait", type=float, default=60.0)
-    up.add_argument("extra", nargs="*", help="more llama-server arguments (after --)")
-    down = commands.add_parser("stop")
-    down.add_argument("--port", type=int, required=True)
-    args = parser.parse_args(argv)
-    return start(args) if args.command == "start" else stop(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return serverctl.main(
+        argv, description="llama-server on 127.0.0.1", server="llama-server", wait=60.0,
+        options=options, start=start, stop=stop,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

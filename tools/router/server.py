@@ -12,9 +12,10 @@ The router is the ``vllm-router`` console script of the venv written by ``instal
 (``$AGENTCORE_ROUTER_HOME``, by default ``~/.cache/agentcore-router``), started with
 ``--log-level info`` (with ``consistent_hash`` it logs the key each request was hashed on and
 the worker it went to), its worker checks at start every second (not every 30 s) and its
-Prometheus metrics on a free port of 127.0.0.1 (not the fixed 29000). Run files live in ``$AGENTCORE_ROUTER_HOME/run-PORT`` (``pid``,
-``server.log``); ``stop`` sends SIGTERM to that pid's process group, then SIGKILL, and removes
-them. It never touches a process it did not start.
+Prometheus metrics on a free port of 127.0.0.1 (not the fixed 29000). Run files live in
+``$AGENTCORE_ROUTER_HOME/run-PORT`` (``pid``, ``server.log``); ``stop`` sends SIGTERM to that
+pid's process group, then SIGKILL, and removes them. It never touches a process it did not
+start.
 """
 
 from __future__ import annotations
@@ -79,19 +80,16 @@ def stop(args: argparse.Namespace) -> int:
     return serverctl.stop(run_dir(args.port), grace=5.0)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="vllm-router on 127.0.0.1")
-    commands = parser.add_subparsers(dest="command", required=True)
-    up = commands.add_parser("start")
-    up.add_argument("--port", type=int, required=True)
+def options(up: argparse.ArgumentParser) -> None:
     up.add_argument("--worker", action="append", required=True, help="a replica's base URL")
     up.add_argument("--policy", choices=POLICIES, default="consistent_hash")
-    up.add_argument("--wait", type=float, default=60.0)
-    up.add_argument("extra", nargs="*", help="more vllm-router arguments (after --)")
-    down = commands.add_parser("stop")
-    down.add_argument("--port", type=int, required=True)
-    args = parser.parse_args(argv)
-    return start(args) if args.command == "start" else stop(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return serverctl.main(
+        argv, description="vllm-router on 127.0.0.1", server="vllm-router", wait=60.0,
+        options=options, start=start, stop=stop,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -97,23 +97,21 @@ def stop(args: argparse.Namespace) -> int:
     return serverctl.stop(run_dir(args.port), grace=20.0)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="vLLM's OpenAI-compatible server on 127.0.0.1")
-    commands = parser.add_subparsers(dest="command", required=True)
-    up = commands.add_parser("start")
-    up.add_argument("--port", type=int, required=True)
+def options(up: argparse.ArgumentParser) -> None:
     up.add_argument("--model", default="tiny", help="a model written by setup.sh, or a directory")
     up.add_argument("--max-model-len", type=int, default=4096)
     up.add_argument("--fcfs", action="store_true", help="first-come-first-served scheduling")
     up.add_argument("--plain", action="store_true", help="no --enable-prompt-tokens-details")
     up.add_argument("--dev", action="store_true", help="VLLM_SERVER_DEV_MODE=1")
     up.add_argument("--log-requests", action="store_true", help="a log line per request id")
-    up.add_argument("--wait", type=float, default=240.0)
-    up.add_argument("extra", nargs="*", help="more vLLM arguments (after --)")
-    down = commands.add_parser("stop")
-    down.add_argument("--port", type=int, required=True)
-    args = parser.parse_args(argv)
-    return start(args) if args.command == "start" else stop(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return serverctl.main(
+        argv, description="vLLM's OpenAI-compatible server on 127.0.0.1", server="vLLM",
+        wait=240.0,
+        options=options, start=start, stop=stop,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -47,7 +47,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from .errors import ConfigError
+from .validators import optional_int_at_least
 
 __all__ = ["Grants", "SharedBudget", "local_share"]
 
@@ -105,12 +105,6 @@ class Grants:
     """Seconds from ``now`` until the first cost not granted could be (0 when all were)."""
 
 
-def _positive_or_none(value: int | None, name: str) -> int | None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise ConfigError(f"{name} must be a positive integer or None, got {value!r}")
-    return value
-
-
 def _lower(configured: int | None, learned: int | None) -> int | None:
     if configured is None:
         return learned
@@ -128,8 +122,8 @@ class SharedBudget:
         tokens_per_minute: the configured token limit (``None``: only what headers say).
     """
 
-    requests_per_minute: int | None = None
-    tokens_per_minute: int | None = None
+    requests_per_minute: int | None = attrs.field(default=None, validator=optional_int_at_least(1))
+    tokens_per_minute: int | None = attrs.field(default=None, validator=optional_int_at_least(1))
     learned_requests: int | None = None
     learned_tokens: int | None = None
     requests: _Bucket | None = attrs.field(default=None, init=False)
@@ -138,8 +132,6 @@ class SharedBudget:
     """Nothing is granted before this time (a 429's ``retry-after``)."""
 
     def __attrs_post_init__(self) -> None:
-        _positive_or_none(self.requests_per_minute, "requests_per_minute")
-        _positive_or_none(self.tokens_per_minute, "tokens_per_minute")
         self._resize(0.0)
 
     @property

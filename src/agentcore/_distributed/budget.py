@@ -245,9 +245,11 @@ class FleetBudget:
                 if not is_server_error(exc):
                     raise
                 if self._local is None:
-                    self._local = local_share(
-                        self.limits, self.live, self._last_call + self._granting
-                    )
+                    # Empty when the fleet's last grant may still be sent (from now if this
+                    # worker never reached the server).
+                    last = self._last_call
+                    empty_at = now if last == -math.inf else last + self._granting
+                    self._local = local_share(self.limits, self.live, empty_at)
                 self._retry_at = now + self.retry_every
         assert self._local is not None
         grants = self._local.reserve(now, costs, horizon)
@@ -278,8 +280,8 @@ class FleetBudget:
             )  # fmt: skip
         except BaseException:
             # Not sent, or sent and its reply lost: report it all again with the next call.
-            self._learned = _newer(learned, self._learned)
-            self._remaining = _newer(remaining, self._remaining)
+            self._learned = _newer(self._learned, learned)  # what came meanwhile is newer
+            self._remaining = _newer(self._remaining, remaining)
             self._back = [back[0] + self._back[0], back[1] + self._back[1]]
             raise
         self.stats.calls += 1

@@ -10,11 +10,12 @@ exactly these steps atomically, with the server's clock as ``now``) and every wo
 from it before it sends.
 
 Each limit is a bucket holding at most one minute's allowance and refilled at ``limit / 60``
-a second (the hosted APIs' own description), kept as the generic cell rate algorithm keeps it:
-one number, the time at which the bucket is full again (``tat``, on the bucket's clock
-``now * rate``). A request costs one request and its estimated tokens. A limit is known when
-it was configured or learned from a reply's headers; with both, the lower one applies, and a
-limit that changes keeps the bucket's level. An unknown limit constrains nothing.
+a second (the hosted APIs' own description): the project's one token bucket
+(:class:`~agentcore._core.tokenbucket.TokenBucket`), kept as the generic cell rate algorithm
+keeps it, one number, the time at which the bucket is full again (``tat``, on the bucket's
+clock ``now * rate``). A request costs one request and its estimated tokens. A limit is known
+when it was configured or learned from a reply's headers; with both, the lower one applies,
+and a limit that changes keeps the bucket's level. An unknown limit constrains nothing.
 
 - :meth:`SharedBudget.reserve` takes the costs of a line of waiting requests, in order, and
   grants each at the time both buckets hold it, charging it for that time, as long as that
@@ -47,6 +48,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from .tokenbucket import TokenBucket
 from .validators import optional_int_at_least
 
 __all__ = ["Grants", "SharedBudget", "local_share"]
@@ -55,43 +57,6 @@ _MINUTE = 60.0
 _EARLY = 1e-9
 """Seconds of float rounding forgiven: a caller that slept exactly the computed wait finds
 the bucket ready, not a few ulps short."""
-
-
-@attrs.define
-class _Bucket:
-    """One limit's bucket as GCRA keeps it: ``tat`` is when it is full again, on its own clock
-    (``now * rate``); a fresh bucket is full (``tat = -inf``)."""
-
-    limit: int
-    tat: float = -math.inf
-
-    @property
-    def rate(self) -> float:
-        return self.limit / _MINUTE
-
-    def level(self, now: float) -> float:
-        return self.limit - max(0.0, self.tat - now * self.rate)
-
-    def wait(self, now: float, cost: float) -> float:
-        need = min(max(cost, 0.0), float(self.limit))
-        wait = (self.tat - (self.limit - need)) / self.rate - now
-        return 0.0 if wait <= _EARLY else wait
-
-    def add(self, now: float, amount: float) -> None:
-        """Give ``amount`` back (up to full) when positive, take it when negative."""
-        clock = now * self.rate
-        if amount < 0:
-            self.tat = max(self.tat, clock) - amount
-        elif amount > 0 and self.tat > clock:
-            self.tat = max(clock, self.tat - amount)
-
-    def cap(self, now: float, level: float) -> None:
-        self.tat = max(self.tat, now * self.rate + self.limit - level)
-
-    def resized(self, now: float, limit: int) -> _Bucket:
-        bucket = _Bucket(limit)
-        bucket.cap(now, self.level(now))
-        return bucket
 
 
 @attrs.frozen
@@ -126,8 +91,8 @@ class SharedBudget:
     tokens_per_minute: int | None = attrs.field(default=None, validator=optional_int_at_least(1))
     learned_requests: int | None = None
     learned_tokens: int | None = None
-    requests: _Bucket | None = attrs.field(default=None, init=False)
-    tokens: _Bucket | None = attrs.field(default=None, init=False)
+    requests: TokenBucket | None = attrs.field(default=None, init=False)
+    tokens: TokenBucket | None = attrs.field(default=None, init=False)
     held_until: float = -math.inf
     """Nothing is granted before this time (a 429's ``retry-after``)."""
 
@@ -214,21 +179,23 @@ class SharedBudget:
                 return Grants(tuple(delays), delay - horizon)
             at = now + delay
             if requests is not None:
-                requests.add(at, -1.0)
+                requests.take(at, 1.0)
             if tokens is not None:
-                tokens.add(at, -float(max(cost, 0)))
+                tokens.take(at, float(max(cost, 0)))
             delays.append(delay)
         return Grants(tuple(delays), 0.0)
 
 
-def _resized(bucket: _Bucket | None, limit: int | None, now: float) -> _Bucket | None:
+def _resized(bucket: TokenBucket | None, limit: int | None, now: float) -> TokenBucket | None:
+    """The bucket of a limit per minute: one minute's allowance, refilled at ``limit / 60`` a
+    second (a new limit keeps the level)."""
     if limit is None:
         return None
     if bucket is None:
-        return _Bucket(limit)
-    if bucket.limit == limit:
+        return TokenBucket(limit / _MINUTE, limit)
+    if bucket.capacity == limit:
         return bucket
-    return bucket.resized(now, limit)
+    return bucket.resized(now, limit / _MINUTE, limit)
 
 
 def local_share(limits: tuple[int | None, int | None], live: int, empty_at: float) -> SharedBudget:

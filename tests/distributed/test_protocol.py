@@ -5,6 +5,7 @@ and the negative controls that show what the compare and the heartbeat are for."
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -214,12 +215,14 @@ async def test_consumers_of_dead_workers_are_removed(redis_server):
 
 
 class _RateLimitedOnce(CountingModel):
-    """Answers the first request of the whole test with a 429 asking for 1 s of quiet."""
+    """Answers the 41st request of the whole test with a 429 asking for 1 s of quiet; says it
+    sends to ``base_url`` (an API whose provider documents its limits as shared, or not)."""
 
-    def __init__(self, shared: dict[str, Any], name: str) -> None:
+    def __init__(self, shared: dict[str, Any], name: str, base_url: str) -> None:
         super().__init__(turns=2, latency=0.05)
         self.shared = shared
         self.name = name
+        self.codec = SimpleNamespace(base_url=base_url)
 
     async def exchange(self, call):
         from agentcore import ErrorKind, ModelError
@@ -235,14 +238,16 @@ class _RateLimitedOnce(CountingModel):
         return await super().exchange(call)
 
 
-async def _starts_during_pause(url: str, tmp_path: Path, shared_backoff: bool) -> list[str]:
+async def _starts_during_pause(
+    url: str, tmp_path: Path, shared_backoff: bool, base_url: str = "https://api.openai.com/v1"
+) -> list[str]:
     shared: dict[str, Any] = {"starts": []}
     async with trio.open_nursery() as nursery:
         for name in ("a", "b"):
             nursery.start_soon(
                 lambda name=name: agentcore.run_worker(
-                    url, TASK, backend=_RateLimitedOnce(shared, name), exit_when_done=True,
-                    block_ms=100, shared_backoff=shared_backoff,
+                    url, TASK, backend=_RateLimitedOnce(shared, name, base_url),
+                    exit_when_done=True, block_ms=100, shared_backoff=shared_backoff,
                 )
             )  # fmt: skip
         with trio.fail_after(60):
@@ -255,12 +260,27 @@ async def _starts_during_pause(url: str, tmp_path: Path, shared_backoff: bool) -
 
 
 async def test_a_429_pauses_every_worker_of_the_batch(redis_server, tmp_path):
+    # OpenAI's own API: its provider documents one quota for all of an organisation's requests.
     assert await _starts_during_pause(redis_server.url("bo1"), tmp_path, True) == []
 
 
+async def test_a_429_whose_limits_are_not_known_shared_pauses_only_its_request(
+    redis_server, tmp_path
+):
+    # A gateway that published no limits on its successful replies: the refusal is the
+    # request's own, and the other worker keeps calling (the driver's rule in one process).
+    starts = await _starts_during_pause(
+        redis_server.url("bo2"), tmp_path, True, base_url="https://gateway.example/v1"
+    )
+    assert starts != []
+
+
 async def test_without_the_shared_backoff_other_workers_keep_calling(redis_server, tmp_path):
-    """Control: only the worker that got the 429 waits (its driver's own back-off)."""
-    assert await _starts_during_pause(redis_server.url("bo0"), tmp_path, False) != []
+    """Control: only the request that got the 429 waits (its driver's own retry)."""
+    starts = await _starts_during_pause(
+        redis_server.url("bo0"), tmp_path, False, base_url="https://gateway.example/v1"
+    )
+    assert starts != []
 
 
 async def test_a_reclaimed_tool_step_runs_only_the_calls_without_a_memo_with_their_keys(

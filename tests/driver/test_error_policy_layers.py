@@ -15,6 +15,7 @@ from agentcore import BackendUnavailable, ErrorKind, ModelError, RetryPolicy, Ta
 from agentcore._core import error_policy
 from agentcore._core.error_policy import policy_of
 from agentcore._distributed.backoff import SharedBackoff
+from agentcore._driver.limit_scope import LimitScope
 from agentcore._driver.rate_limiter import RateLimiter
 from agentcore._driver.slot_limiter import SlotLimiter
 from agentcore._tasks.warmup import warm_up
@@ -116,10 +117,15 @@ class _PauseRecorder:
         return 1
 
 
-async def _published_pause(kind: ErrorKind) -> bool:
+async def _published_pause(kind: ErrorKind, *, shared: bool = True) -> bool:
     conn = _PauseRecorder()
     error = ModelError(kind, "x", retryable=True, retry_after=2.0)
-    backoff = SharedBackoff(ScriptedModel([error]), conn, "pause")  # type: ignore[arg-type]
+    backoff = SharedBackoff(
+        ScriptedModel([error]),
+        conn,  # type: ignore[arg-type]
+        "pause",
+        scope=LimitScope(shared),
+    )
     await backoff.exchange(CallModel("r", ()))
     assert conn.pauses in ([], [["PAUSE", "pause", "2000"]])
     return bool(conn.pauses)
@@ -129,8 +135,18 @@ async def _published_pause(kind: ErrorKind) -> bool:
 async def test_a_distributed_worker_pauses_the_fleet_on_the_kinds_whose_row_says_so(
     kind: ErrorKind,
 ) -> None:
-    # The shared back-off's decision is pure: no server is needed to check it.
+    # The shared back-off's decision is pure: no server is needed to check it. The limits
+    # are known to be shared here (configured, say).
     assert await _published_pause(kind) is policy_of(kind).pauses_fleet
+
+
+@pytest.mark.parametrize("kind", ALL_KINDS)
+async def test_no_kind_pauses_the_fleet_where_the_limits_are_not_known_shared(
+    kind: ErrorKind,
+) -> None:
+    # The driver's rule at fleet scale: a refusal from a backend whose limits nothing shows
+    # to be shared is the request's own.
+    assert not await _published_pause(kind, shared=False)
 
 
 async def test_the_fleet_pause_follows_a_flipped_row(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -17,7 +17,7 @@ import pytest
 import trio
 
 from agentcore import ErrorKind, ModelError, open_driver, wire
-from agentcore._driver.rate_limiter import documents_shared_limits
+from agentcore._driver.limit_scope import documents_shared_limits
 from agentcore.core import CallModel
 from agentcore.testing import ScriptedModel
 from tests.driver.helpers import make_loop

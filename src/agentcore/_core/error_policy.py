@@ -10,12 +10,14 @@ from nowhere else:
   for word when ``final_when_repeated`` (the repeated-rejection rule, see
   :mod:`agentcore._core.rejection`), unless ``RetryPolicy.stop_on_repeat`` is off;
 - the request path tells an adaptive slot limit to shrink on ``slows_down``;
-- the rate limiter holds back a per-minute budget on ``holds_back_budget``;
+- the rate limiter holds back a per-minute budget on ``holds_back_budget`` (every sender only
+  where the limits are known to be shared, :mod:`agentcore._driver.limit_scope`);
 - model fallback (:mod:`agentcore._core.fallback`) moves a request to the next backend by
   default on ``falls_over``, and refuses to be told to on a kind without ``may_fall_over``;
 - a backend's circuit breaker (:class:`~agentcore._core.fallback.CircuitBreaker`) counts a
   failed attempt towards opening by default on ``trips_breaker``;
-- distributed workers publish a pause that every worker waits out on ``pauses_fleet``;
+- distributed workers publish a pause that every worker waits out on ``pauses_fleet``, where
+  the limits are known to be shared (the rate limiter's hold requires the same evidence);
 - a batch's warm-up stops the batch before it starts on ``fatal_at_warm_up``;
 - the testing kit's strategies draw ``retryable`` from ``retryable``.
 
@@ -71,7 +73,8 @@ class KindPolicy:
     or did not answer at all, so a few such attempts in a row send new requests straight to
     the next backend for a cool-down. Not a kind the server answers with (it is alive)."""
     pauses_fleet: bool = False
-    """Distributed workers publish a pause that every worker of the batch waits out."""
+    """Distributed workers publish a pause that every worker of the batch waits out, where
+    the backend's limits are known to be shared (:mod:`agentcore._driver.limit_scope`)."""
     fatal_at_warm_up: bool = False
     """A warm-up request failing so (after its retries) stops the batch before it starts:
     every job would fail the same way."""

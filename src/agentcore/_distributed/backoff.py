@@ -1,16 +1,26 @@
-"""A shared back-off: when any worker's backend says "slow down", every worker waits.
+"""A shared back-off: when a backend whose limits every worker shares says "slow down", every
+worker waits.
 
 Theory of operation
 -------------------
 :class:`SharedBackoff` wraps the worker's model client (the driver's retries and slots stay
 as they are, around it). An attempt that fails with a kind whose row in the error table
 (:data:`~agentcore._core.error_policy.ERROR_POLICY`) says ``pauses_fleet`` (rate limited,
-overloaded) publishes a pause on the batch's ``pause`` key: ``scripts.PAUSE`` sets it with a time to
+overloaded), from a backend whose limits are known to be shared by every request (the one
+rule of :class:`~agentcore._driver.limit_scope.LimitScope`, which the driver's hold after a 429
+follows too: limits configured, published by a successful reply, here or, through the fleet's
+budget, on any worker, or documented by the API's provider), publishes a pause on the batch's
+``pause`` key: ``scripts.PAUSE`` sets it with a time to
 live of the server's ``retry-after`` (or ``default_pause``), but only when that outlasts the
 pause already there. Before each attempt, a worker looks at the key's remaining time (at
 most every ``check_every`` seconds, otherwise it uses what it saw last) and sleeps it out,
 plus up to 10 % jitter so the workers do not all resume in the same instant. The server's
 clock measures the pause, so the workers' clocks need not agree.
+
+Without that evidence the refusal is the request's own (a balancer or gateway refusing one
+request while the next would pass, a self-hosted server shedding load): nothing is published,
+and the refused request waits its own ``retry-after`` in the driver's retry while an adaptive
+slot limit shrinks, as in one process.
 
 The back-off is best effort: when the server cannot be reached, attempts go ahead and the
 driver's own back-off still applies.
@@ -32,6 +42,7 @@ from .._codecs.codec import says_schema_on_final
 from .._codecs.exchange import Exchange
 from .._core.error_policy import policy_of
 from .._core.events import CallModel, ModelFailed
+from .._driver.limit_scope import LimitScope
 from .._transports.model_client import ModelClient
 from .budget import FleetBudget
 from .connection import Connection, is_server_error
@@ -54,6 +65,12 @@ class SharedBackoff:
     _rng: random.Random = attrs.field(factory=random.Random, kw_only=True)
     budget: FleetBudget | None = attrs.field(default=None, kw_only=True)
     """The fleet's rate budget each attempt reserves from first, if any."""
+    scope: LimitScope = attrs.field(
+        default=attrs.Factory(lambda self: LimitScope.of(self._inner, configured=False), True),
+        kw_only=True,
+    )
+    """Whether the backend's limits are known to be shared (the worker says whether they were
+    configured; replies and the fleet's budget add evidence)."""
     _checked_at: float = attrs.field(default=-math.inf, init=False)
     _until: float = attrs.field(default=-math.inf, init=False)
     pauses_published: int = attrs.field(default=0, init=False)
@@ -77,12 +94,24 @@ class SharedBackoff:
                 budget.cancelled(ticket)
             raise
         event = exchange.event
+        readable = self.scope.learn(event, exchange.rate)
         if budget is not None and ticket is not None:
-            budget.settle(ticket, call, exchange)
-        if isinstance(event, ModelFailed) and policy_of(event.error.kind).pauses_fleet:
+            budget.settle(ticket, call, exchange, readable=readable)
+        if (
+            isinstance(event, ModelFailed)
+            and policy_of(event.error.kind).pauses_fleet
+            and self.shared
+        ):
             pause = event.error.retry_after or self._default_pause
             await self._publish(pause)
         return exchange
+
+    @property
+    def shared(self) -> bool:
+        """Whether a refusal is every worker's: this worker's evidence, or limits the fleet's
+        budget knows (configured, or learned by any worker from a successful reply)."""
+        budget = self.budget
+        return self.scope.shared or (budget is not None and budget.limits != (None, None))
 
     async def _wait(self) -> None:
         now = trio.current_time()

@@ -295,15 +295,19 @@ class FleetBudget:
 
     # ------------------------------------------------------------------ after the attempt
 
-    def settle(self, ticket: Ticket, call: CallModel, exchange: Exchange) -> None:
-        """Account for one attempt's outcome and its reply's rate headers.
+    def settle(
+        self, ticket: Ticket, call: CallModel, exchange: Exchange, *, readable: bool = True
+    ) -> None:
+        """Account for one attempt's outcome and, if ``readable``, its reply's rate headers
+        (a refusal's are not, until the limits are known to be shared:
+        :meth:`agentcore._driver.limit_scope.LimitScope.learn`).
 
         A request refused with a 429 keeps its charge: the API was short of what the budget
         granted, so the budget was ahead of it by at least that request; keeping it brings
         the budget back (a refund would keep the gap, and the next grant would be refused
         too)."""
         observation = exchange.rate
-        if observation is not None:
+        if observation is not None and readable:
             self._learned = _newer(
                 (observation.limit_requests, observation.limit_tokens), self._learned
             )

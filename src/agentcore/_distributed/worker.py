@@ -73,6 +73,7 @@ from .._core.events import (
 from .._core.journal import replay
 from .._core.loop import AgentLoop
 from .._driver.driver import Driver
+from .._driver.limit_scope import LimitScope
 from .._driver.open import open_driver_with
 from .._driver.options import DriverOptions, resolve_options
 from .._observe.log import DISTRIBUTED
@@ -571,14 +572,20 @@ def _pairs(flat: list[Any]) -> list[tuple[Any, Any]]:
 
 
 def _wrap(
-    backoff: tuple[Connection, str] | None, budget: FleetBudget | None = None
+    backoff: tuple[Connection, str] | None,
+    budget: FleetBudget | None = None,
+    *,
+    configured: bool = False,
 ) -> Callable[[ModelClient], ModelClient] | None:
     """How a worker's driver wraps its model client: in a :class:`SharedBackoff` on the
-    batch's pause key, reserving from ``budget`` if given (``None``: not wrapped)."""
+    batch's pause key, reserving from ``budget`` if given, its limits known shared from the
+    start if ``configured`` (``None``: not wrapped)."""
     if backoff is None:
         return None
     conn, key = backoff
-    return lambda client: SharedBackoff(client, conn, key, budget=budget)
+    return lambda client: SharedBackoff(
+        client, conn, key, budget=budget, scope=LimitScope.of(client, configured=configured)
+    )
 
 
 async def run_worker(
@@ -623,9 +630,11 @@ async def run_worker(
         block_ms: how long one blocking read waits (and how long shutdown may take to notice).
         exit_when_done: return once the submitter has marked the batch finished.
         audit: count commits per (agent, step) in the batch's ``audit`` hash (tests).
-        shared_backoff: when the backend answers 429 or "overloaded", pause every worker of
-            the batch for its ``retry-after`` (a key on the server), not only this one. Not
-            applied to a ``driver`` passed in.
+        shared_backoff: when the backend answers 429 or "overloaded" and its limits are
+            known to be shared (configured, published by a successful reply, or a provider
+            that documents them so: docs/distributed.md, "Shared back-off"), pause every
+            worker of the batch for its ``retry-after`` (a key on the server), not only this
+            one. Not applied to a ``driver`` passed in.
         fleet_budget: with ``shared_backoff``, reserve every attempt from one rate budget
             that all the batch's workers share on the server: ``requests_per_minute`` and
             ``tokens_per_minute`` are then the fleet's limits, and limits learned from any
@@ -663,13 +672,16 @@ async def run_worker(
         if driver is None:
             assert backend is not None
             backoff = (conn, address.keys.pause) if shared_backoff else None
+            configured = opts.requests_per_minute is not None or opts.tokens_per_minute is not None
             if shared_backoff and fleet_budget:
                 budget = FleetBudget(
                     conn, address.keys, name, requests_per_minute=opts.requests_per_minute,
                     tokens_per_minute=opts.tokens_per_minute,
                 )  # fmt: skip
             opened = await stack.enter_async_context(
-                open_driver_with(backend, opts, task.tools, _wrap(backoff, budget))
+                open_driver_with(
+                    backend, opts, task.tools, _wrap(backoff, budget, configured=configured)
+                )
             )
         else:
             opened = driver

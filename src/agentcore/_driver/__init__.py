@@ -23,6 +23,9 @@ model clients it drives come assembled from ``_backends``. Files:
 - ``observed``: the driver's side of step events (deltas, tool calls reported, a run's end).
 - ``slot_limiter``: the trio side of the inference-slot policy.
 - ``rate_limiter``: the trio side of per-minute rate budgets.
+- ``limit_scope``: whose refusal a 429 is: the evidence that a backend's rate limits are
+  shared by every request (configured, published by a successful reply, documented by the
+  provider), which both the rate limiter's hold and a distributed batch's pause require.
 - ``budget_guard``: a batch's usage budget, enforced as runs report usage.
 - ``stats``: the frozen statistics values.
 """

@@ -18,15 +18,13 @@ attempt that reserved budget and then waited for an inference slot asks
 to the line if a hold began.
 
 Whose refusal is a 429? It holds every sender back only where the limits are known to be
-shared by every request (:attr:`RateLimiter.shared`): the user configured them, a
-*successful* reply published them (OpenAI and Anthropic send their limits on every answer),
-or the API's provider documents one limit for all of an organisation's requests (OpenAI's and
-Anthropic's own APIs, known by their host). Elsewhere a 429 is the request's own: a proxy
-or balancer in front of several deployments, a gateway with limits per replica, a
-self-hosted server shedding load refuse one request while the next would pass. That request
-alone waits its own ``retry-after`` (the retry policy), and an adaptive slot limit shrinks as
-it does for overload; what such a refusal's headers claim (``x-ratelimit-remaining-requests:
-0``, say) is not taken as a limit either.
+shared by every request (:attr:`RateLimiter.scope`, the rule of
+:mod:`agentcore._driver.limit_scope` that a distributed batch's pause follows too): the user
+configured them, a *successful* reply published them, or the API's provider documents one
+limit for all of an organisation's requests. Elsewhere a 429 is the request's own: that
+request alone waits its own ``retry-after`` (the retry policy), and an adaptive slot limit
+shrinks as it does for overload; what such a refusal's headers claim
+(``x-ratelimit-remaining-requests: 0``, say) is not taken as a limit either.
 
 With no limit configured and none learned from headers yet, a reservation costs a few
 attribute reads and never waits.
@@ -35,7 +33,6 @@ attribute reads and never waits.
 from __future__ import annotations
 
 from collections import OrderedDict
-from urllib.parse import urlsplit
 
 import attrs
 import trio
@@ -51,12 +48,9 @@ from .._core.token_estimate import (
     prompt_features,
     shape_of,
 )
+from .limit_scope import LimitScope
 
-__all__ = ["RateLimiter", "RateLimiterStatistics", "documents_shared_limits"]
-
-SHARED_LIMIT_HOSTS = frozenset({"api.openai.com", "api.anthropic.com"})
-"""Hosts of APIs whose providers document their rate limits as one quota for all of an
-organisation's requests (OpenAI's and Anthropic's rate-limit guides)."""
+__all__ = ["RateLimiter", "RateLimiterStatistics"]
 
 _DEFAULT_PENALTY = 1.0
 """Seconds every sender holds back after a 429 that did not say how long."""
@@ -81,14 +75,6 @@ class RateLimiterStatistics:
     counted, per request shape (only requests reserved against a known limit)."""
 
 
-def documents_shared_limits(client: object) -> bool:
-    """Whether ``client`` talks to an API whose provider documents shared limits: its codec's
-    ``base_url`` is on one of :data:`SHARED_LIMIT_HOSTS` (``False`` for a client that says
-    nothing of where it sends)."""
-    base_url = getattr(getattr(client, "codec", None), "base_url", None)
-    return isinstance(base_url, str) and urlsplit(base_url).hostname in SHARED_LIMIT_HOSTS
-
-
 class _Waiter:
     __slots__ = ("front",)
 
@@ -111,10 +97,9 @@ class RateLimiter:
         self._waits = 0
         self._wait_time = 0.0
         self._rate_limited = 0
-        self.shared = requests_per_minute is not None or tokens_per_minute is not None
+        self.scope = LimitScope(requests_per_minute is not None or tokens_per_minute is not None)
         """Whether the limits are known to be shared by every request, so that a 429 holds
-        every sender back: configured, published by a successful reply, or documented by the
-        provider (:func:`documents_shared_limits`; see the module's docstring)."""
+        every sender back (the request path sets it for a provider that documents them so)."""
         self.blind = 0
         """Attempts in flight that were sent before any limit was known."""
         self._blind_charge: int | None = None
@@ -222,6 +207,7 @@ class RateLimiter:
             )
         ):
             return  # nothing is limited: keep the common path cheap
+        readable = self.scope.learn(event, observation)
         now = trio.current_time()
         if isinstance(event, ModelResponded):
             usage = event.usage
@@ -234,14 +220,10 @@ class RateLimiter:
             )
             if reservation is not None:
                 budget.settle(reservation, used, now)
-            if observation is not None and (
-                observation.limit_requests is not None or observation.limit_tokens is not None
-            ):
-                self.shared = True  # a successful reply published its limits
         elif policy_of(event.error.kind).holds_back_budget:
             self._rate_limited += 1
             retry_after = event.error.retry_after
-            if self.shared:
+            if self.scope.shared:
                 # The quota is everyone's: nobody sends until the server's time is up. A 429
                 # without that evidence is left to the request's own retry and to adaptive
                 # concurrency.
@@ -250,7 +232,7 @@ class RateLimiter:
                 budget.refund(reservation, now)
         elif reservation is not None:
             budget.settle(reservation, 0, now)
-        if observation is not None and (self.shared or isinstance(event, ModelResponded)):
+        if observation is not None and readable:
             # After the correction: what remains at the server already counts this request's
             # real usage, so it caps the corrected level rather than being corrected again.
             budget.observe(now, observation)

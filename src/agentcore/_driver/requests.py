@@ -52,8 +52,9 @@ from .._observe.steps import (
 from .._transports.deltas import stream_exchange
 from .._transports.model_client import ModelClient
 from .breaker import BackendBreaker, PassedOver
+from .limit_scope import documents_shared_limits
 from .observed import step_deltas
-from .rate_limiter import RateLimiter, documents_shared_limits
+from .rate_limiter import RateLimiter
 from .runs import Granted, Run
 from .slot_limiter import Parked, Slot, SlotLimiter
 from .stats import RequestTotals
@@ -112,7 +113,7 @@ class ModelRequests:
         self.rates = RateLimiter() if rates is None else rates
         """Request and token budgets: waited on, holding no slot, before each attempt."""
         if documents_shared_limits(client):
-            self.rates.shared = True
+            self.rates.scope.shared = True
         self._limiter = limiter
         self._attained = limiter.policy == "attained"
         """The slot line orders by attained service (computed only then)."""

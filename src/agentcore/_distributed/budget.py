@@ -8,8 +8,9 @@ the batch's ``budget`` hash and run by ``scripts.RESERVE`` with the server's clo
 model attempt, :meth:`FleetBudget.reserve` estimates its tokens and joins this worker's line.
 The first waiter leads: it sends one ``RESERVE`` carrying the costs of everyone in line (up to
 :attr:`FleetBudget.batch`), together with what the worker has to report since its last call
-(limits learned from headers, what the headers said remains, corrections of earlier
-estimates, refunds of requests refused with a 429); the server grants a prefix of the line,
+(limits learned from headers and what they said remains, from successful replies, or from
+refusals once the limits are known to be shared; corrections of earlier estimates, and the
+tokens of attempts that failed other than with a 429); the server grants a prefix of the line,
 each with the delay after which it may be sent (never more than a horizon ahead), and says
 when to ask again for the rest. Granted waiters sleep out their delays on their own; the
 leader asks again after that time but no sooner than half a horizon, or hands the lead to the

@@ -637,8 +637,9 @@ async def run_worker(
             one. Not applied to a ``driver`` passed in.
         fleet_budget: with ``shared_backoff``, reserve every attempt from one rate budget
             that all the batch's workers share on the server: ``requests_per_minute`` and
-            ``tokens_per_minute`` are then the fleet's limits, and limits learned from any
-            worker's reply headers apply to all (docs/distributed.md, "One rate budget").
+            ``tokens_per_minute`` are then the fleet's limits, and limits learned from the
+            headers of any worker's successful replies apply to all (docs/distributed.md,
+            "One rate budget").
         compare, heartbeat: turn the compare-and-set or the heartbeat off. Only for the
             chaos suite's negative controls, which show that either breaks exactly-once.
         task_status: for ``nursery.start``: started once connected and checked.

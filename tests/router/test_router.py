@@ -118,8 +118,8 @@ async def batch(
 
 
 def agents_of(served: dict[str, set[int]]) -> dict[str, set[int]]:
-    """The batch's agents (the warm request's run, ``...-warm``, left out)."""
-    return {run: ports for run, ports in served.items() if not run.endswith("-warm")}
+    """The batch's agents (the warm-up's run, ``...-warm`` or vLLM's ``...-check``, left out)."""
+    return {run: ports for run, ports in served.items() if not run.endswith(("-warm", "-check"))}
 
 
 def later_requests(stats: agentcore.DriverStatistics) -> list[agentcore.RequestStats]:

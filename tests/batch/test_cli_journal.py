@@ -20,6 +20,7 @@ from tests.batch.test_cli import _cli, _records
 TOOLS = '''
 import os
 import time
+import zlib
 
 import agentcore
 
@@ -38,7 +39,10 @@ def lookup(ctx: agentcore.RunContext, term: str) -> str:
     deadline = time.monotonic() + 120
     while gate and not os.path.exists(gate) and time.monotonic() < deadline:
         time.sleep(0.05)  # held until the test opens the gate
-    time.sleep(float(os.environ.get("TOOL_SLEEP", "0.2")))
+    # Agents of one batch take one, two or three times as long (by their run id), so some
+    # finish while others are still mid-way.
+    spread = 1 + zlib.crc32(ctx.idempotency_key.split("/")[0].encode()) % 3
+    time.sleep(float(os.environ.get("TOOL_SLEEP", "0.2")) * spread)
     return "found " + term
 '''
 

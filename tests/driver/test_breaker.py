@@ -173,7 +173,7 @@ async def test_a_breaker_option_that_is_not_a_circuit_breaker_is_a_config_error(
             pass
 
 
-# ------------------------------------------------------------- the scenario, end to end
+# ------------------------------------------------------------- the reported scenario, end to end
 
 
 @tool

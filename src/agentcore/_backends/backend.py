@@ -25,7 +25,7 @@ from .._codecs.reply_limit import DEFAULT_MAX_REPLY_BYTES
 from .._core.errors import ConfigError
 from .._core.service_tier import ServiceTier, check_service_tier
 
-__all__ = ["BATCH_SETTINGS", "Backend", "BatchSettings", "check_align_prefix"]
+__all__ = ["BATCH_SETTINGS", "Backend", "BatchSettings", "check_align_prefix", "check_verify"]
 
 
 def _journal(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -86,9 +86,15 @@ BATCH_SETTINGS: Final = tuple(field.name for field in attrs.fields(BatchSettings
 """The keywords that configure a Batch API backend's :class:`BatchSettings`."""
 
 
-def _verify(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+def check_verify(value: object) -> bool | ssl.SSLContext:
+    """``value`` as a backend's ``verify`` option.
+
+    Raises:
+        ConfigError: neither a bool nor an ``ssl.SSLContext``.
+    """
     if not isinstance(value, bool | ssl.SSLContext):
         raise ConfigError(f"verify must be True, False or an ssl.SSLContext, got {value!r}")
+    return value
 
 
 def _tier(value: object) -> ServiceTier | None:
@@ -144,7 +150,7 @@ class Backend:
     """Whether a connection is kept after a streamed reply (the dialect record's
     ``reuse_streams``: ``False`` for llama-server, which closes it right after every streamed
     reply, so reusing it races that close)."""
-    verify: bool | ssl.SSLContext = attrs.field(default=True, validator=_verify)
+    verify: bool | ssl.SSLContext = attrs.field(default=True, converter=check_verify)
     """How an ``https://`` server's certificate is checked: ``True`` against the system's CA
     store (the lean transport) or the CA bundle httpx uses, ``False`` not at all, or with the
     ``ssl.SSLContext`` given (a private CA, client certificates)."""

@@ -22,7 +22,6 @@ kinds:
 
 from __future__ import annotations
 
-import ssl
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Final
@@ -36,7 +35,7 @@ from .._codecs.reply_limit import check_max_reply_bytes
 from .._core.errors import ConfigError
 from .._core.service_tier import check_service_tier
 from .._core.validators import check_choice
-from .backend import BatchSettings, check_align_prefix
+from .backend import BatchSettings, check_align_prefix, check_verify
 
 __all__ = ["BEDROCK_OPTIONS", "DIALECT_OPTIONS", "OWN_OPTIONS", "NamedOptions", "check_options"]
 
@@ -55,12 +54,6 @@ def _transport(value: object) -> object:
 def _warm_up(value: object) -> object:
     if value not in WARM_UPS:
         raise ConfigError(f"warm_up must be one of {list(WARM_UPS)}, got {value!r}")
-    return value
-
-
-def _verify(value: object) -> object:
-    if not isinstance(value, bool | ssl.SSLContext):
-        raise ConfigError(f"verify must be True, False or an ssl.SSLContext, got {value!r}")
     return value
 
 
@@ -94,7 +87,7 @@ OWN_OPTIONS: Final[Mapping[str, Callable[[Any], Any]]] = MappingProxyType(
         "transport": _transport,
         "max_reply_bytes": check_max_reply_bytes,
         "warm_up": _warm_up,
-        "verify": _verify,
+        "verify": check_verify,
         "align_prefix": check_align_prefix,
         "service_tier": check_service_tier,
         **{name.name: _batch_setting(name.name) for name in attrs.fields(BatchSettings)},

@@ -32,7 +32,6 @@ import json
 import statistics
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +39,9 @@ import trio
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
+from _common import reset_prefix_cache  # noqa: E402
 from tests.router.router_server import RouterServer  # noqa: E402
 from tests.server_scripts import free_port  # noqa: E402
 from tests.vllm.test_vllm import search  # noqa: E402
@@ -77,9 +78,7 @@ def inputs(n: int) -> list[dict[str, str]]:
 
 def reset(replicas: list[VllmServer]) -> None:
     for replica in replicas:
-        request = urllib.request.Request(replica.http + "/reset_prefix_cache", method="POST")
-        with urllib.request.urlopen(request, timeout=30):
-            pass
+        reset_prefix_cache(replica.port)
 
 
 async def one_run(contender: str, replicas: list[VllmServer], agents: int) -> dict[str, Any]:

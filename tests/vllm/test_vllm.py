@@ -445,6 +445,9 @@ async def test_context_overflow_is_too_large_and_not_retried(vllm: VllmServer) -
     assert results[0].timings.attempts == 1
 
 
+IN_FLIGHT = ("vllm:num_requests_running", "vllm:num_requests_waiting")
+
+
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
 async def test_cancelling_a_batch_frees_the_server(vllm: VllmServer, stream: bool) -> None:
     # Long replies (the scripted model would stop after a few tokens: min_tokens holds it).
@@ -453,6 +456,9 @@ async def test_cancelling_a_batch_frees_the_server(vllm: VllmServer, stream: boo
     )
     # A short prompt: vLLM refuses a request whose prompt plus max_tokens exceeds the context.
     task = plain(system="Be brief.", params=ModelParams(temperature=0.0, max_tokens=3000))
+    with trio.fail_after(60):  # the shared server idle: no earlier test's request ends in ours
+        while any(vllm.metrics().get(k, 0) for k in IN_FLIGHT):
+            await trio.sleep(0.05)
     before = vllm.metrics()
     with trio.CancelScope() as scope:
         async with trio.open_nursery() as nursery:

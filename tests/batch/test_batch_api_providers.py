@@ -25,6 +25,9 @@ from agentcore._backends.urls import backend as make_backend
 from agentcore._core.cost import CostLedger, merge_prices
 from agentcore._core.events import ErrorKind
 from agentcore._sim import SimConfig, open_sim_server
+from agentcore._tasks.fingerprint import task_description
+from agentcore._tasks.journal import open_step_journal
+from agentcore._tasks.task import job_run_id
 from agentcore._transports.batch_api import ANTHROPIC_BATCHES, OPENAI_BATCHES
 from agentcore._transports.batch_journal import BatchJournal
 from agentcore._transports.batching import BatchModelClient
@@ -636,6 +639,65 @@ async def test_answers_replayed_after_a_resume_are_billed_once(
     bill = sum(u["input_tokens"] * price["input"] + u["output_tokens"] * price["output"]
                for u in usage) * 1e-6  # fmt: skip
     assert before.cost + after.cost == pytest.approx(bill, rel=1e-12)
+
+
+async def test_replies_a_step_journal_restores_count_in_their_agents_costs(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    # The first process receives and journals two hops' answers, then dies with a third hop
+    # in flight; the resumed one restores each agent at its last journaled step, so it never
+    # asks for those answers again. Each agent's cost still holds every line it was billed
+    # for, so the agents' costs add up to the provider's bill.
+    journal, steps = tmp_path / "journal.jsonl", tmp_path / "steps.sqlite"
+    price = {"input": 0.075, "output": 0.30}  # gpt-4o-mini in a batch; cached input as input
+    config = SimConfig(tool_rounds=2, batch_delay=HOUR)
+    task = _task()
+    async with open_sim_server(config=config) as server:
+        url = f"openai-batch://{_host(server.url)}"
+        first = _client(url, journal, gone=True, model="gpt-4o-mini",
+                        ledger=CostLedger(merge_prices(None)))  # fmt: skip
+
+        async def stop(scope: trio.CancelScope) -> None:
+            while sum(r["t"] == "batch" for r in _records(journal)) < 3:
+                await trio.sleep(1)
+            scope.cancel()
+
+        try:
+            with trio.CancelScope() as scope:
+                async with (
+                    open_step_journal(steps, task_description(task), new_batch_id="b1",
+                                      threads=False) as sj,
+                    trio.open_nursery() as nursery,
+                ):  # fmt: skip
+                    nursery.start_soon(stop, scope)
+                    await run_batch(task, _inputs(5), backend=first, step_journal=sj)
+        finally:
+            await first.aclose()
+        async with (
+            open_step_journal(steps, task_description(task), threads=False) as sj,
+            open_driver(url, model="gpt-4o-mini", tools=[lookup], journal=str(journal),
+                        **SLOW) as driver,
+        ):  # fmt: skip
+            restored = sj.runs
+            results = await run_batch(task, _inputs(5), driver=driver, step_journal=sj)
+            ledger = driver.cost
+            assert ledger is not None
+            costs = [ledger.take_run(job_run_id("b1", i)) for i in range(5)]
+            report = ledger.report()
+        batches = await _listing(server.url, "openai")
+    assert [r.status for r in results] == ["ok"] * 5
+    assert len(restored) == 5  # every agent had journaled steps
+    assert report.replayed_requests == 10  # two replies each, restored, not asked again
+    assert report.tiers["batch"].requests == 5  # the third hop's, answered to this run
+    usage = [b["usage"] for b in batches]
+    assert sum(b["request_counts"]["completed"] for b in batches) == 15
+    bill = sum(u["input_tokens"] * price["input"] + u["output_tokens"] * price["output"]
+               for u in usage) * 1e-6  # fmt: skip
+    assert all(c is not None and c.requests == {"batch": 3} for c in costs)
+    total = sum(c.usd for c in costs if c is not None and c.usd is not None)
+    assert total == pytest.approx(bill, rel=1e-12)
+    assert report.cost is not None and report.replayed_cost is not None
+    assert report.cost + report.replayed_cost == pytest.approx(bill, rel=1e-12)
 
 
 async def test_a_batch_model_without_a_price_is_said_and_its_cost_unknown(

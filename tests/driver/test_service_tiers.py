@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
 from agentcore import ConfigError, Fallback, RetryPolicy, Task, open_driver, run_batch, tool
 from agentcore.sim import SimConfig
@@ -229,3 +231,51 @@ async def test_the_ledger_bills_the_tier_a_reply_says_it_was_served_on() -> None
     assert cost is not None
     assert set(cost.tiers) == {"standard"}  # sent on flex, served (and billed) on default
     assert cost.flex_attempts == cost.tiers["standard"].requests
+
+
+async def test_a_resumed_runs_cost_prices_every_reply_its_step_journal_restored(
+    tmp_path: Path,
+) -> None:
+    # A batch on flex is stopped mid-way and resumed from its step journal: each agent's
+    # cost (its results record's) prices all of its replies, those received before the stop
+    # included, which the resumed batch does not ask for again.
+    from agentcore._tasks.fingerprint import task_description
+    from agentcore._tasks.journal import open_step_journal
+    from agentcore._tasks.task import job_run_id
+
+    path, inputs = tmp_path / "steps.sqlite", INPUTS[:10]
+    description = task_description(TASK)
+    async with (
+        open_step_journal(path, description, new_batch_id="b1") as journal,
+        open_driver("sim://", tools=[lookup], config=sim(), service_tier="flex",
+                    prices=PRICES) as driver,
+    ):  # fmt: skip
+
+        async def stop(scope: trio.CancelScope) -> None:
+            while journal.statistics().steps < 15:
+                await trio.sleep(0.01)
+            scope.cancel()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(stop, nursery.cancel_scope)
+            await run_batch(TASK, inputs, driver=driver, step_journal=journal)
+    async with (
+        open_step_journal(path, description) as journal,
+        open_driver("sim://", tools=[lookup], config=sim(), service_tier="flex",
+                    prices=PRICES) as driver,
+    ):  # fmt: skip
+        results = await run_batch(TASK, inputs, driver=driver, step_journal=journal)
+        ledger = driver.cost
+        assert ledger is not None
+        costs = [ledger.take_run(job_run_id("b1", r.index)) for r in results]
+        report = ledger.report()
+    assert [r.status for r in results] == ["ok"] * len(inputs)
+    assert report.replayed_requests > 0  # replies restored, not asked for again
+    flex = PRICES["sim"]["flex"]
+    for result, cost in zip(results, costs, strict=True):
+        usage = result.usage
+        cached = usage.cached_tokens or 0
+        priced = ((usage.prompt_tokens - cached) * flex["input"] + cached * flex["cached_input"]
+                  + usage.completion_tokens * flex["output"]) * 1e-6  # fmt: skip
+        assert cost is not None and cost.usd == pytest.approx(priced, rel=1e-9)
+        assert cost.requests == {"flex": result.turns}

@@ -13,7 +13,7 @@ which asks for the flex tier on each request it sends there (the request's
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
 import attrs
@@ -21,12 +21,14 @@ import attrs
 from .._codecs.http import Timeouts
 from .._core.cost import CostLedger, PriceTable, PriceTier, merge_prices, price_for
 from .._core.errors import ConfigError
+from .._core.events import ModelResponded
 from .._core.service_tier import TierPolicy, WireTier
+from .._transports.batching import BatchModelClient
 from .._transports.model_client import HttpModelClient, ModelClient
 from .._transports.tiered import TieredModelClient
 from .backend import Backend
 
-__all__ = ["FLEX_TIMEOUT", "ledger_for", "tiered_client"]
+__all__ = ["FLEX_TIMEOUT", "carry_cost", "ledger_for", "tiered_client"]
 
 FLEX_TIMEOUT: Final = 900.0
 """Seconds a flex request may wait for its answer at least (OpenAI's flex guide advises
@@ -123,3 +125,12 @@ def tiered_client(
             stream=client.stream,
         )
     return TieredModelClient(clients, policy, ledger, configured.model)
+
+
+def carry_cost(client: ModelClient, run: str, replies: Iterable[ModelResponded]) -> None:
+    """Count in run ``run``'s cost (its results record's) the replies its step journal
+    restored it with: a resumed run does not send them again, and the process that received
+    them was billed for them but wrote no record. Only a client that keeps a ledger (a Batch
+    API, a service tier) counts them; the report shows them apart, as replayed."""
+    if isinstance(client, BatchModelClient | TieredModelClient):
+        client.carry(run, replies)

@@ -337,7 +337,7 @@ def _cost_rows(stats: DriverStatistics) -> list[tuple[str, str]]:
         rows.append(
             (
                 "replayed answers",
-                f"{cost.replayed_requests} from the batch journal, "
+                f"{cost.replayed_requests} from the journals, "
                 f"{_usd(cost.replayed_cost)}: billed to the run before the resume, not above",
             )
         )

@@ -343,8 +343,10 @@ class CostReport:
     unpriced: tuple[str, ...] = ()
     """Models (with their tier) that the price table has no price for."""
     replayed_requests: int = 0
-    """Answers replayed from a Batch API journal by a resumed run: billed to the run that
-    submitted their batch, so counted in their agents' costs but not in :attr:`cost`."""
+    """Replies a resumed run counts without having sent them: answers replayed from a Batch
+    API journal, and replies its step journal restored its agents with. The process before
+    the resume was billed for them, so they count in their agents' costs (the results
+    records) but not in :attr:`cost`."""
     replayed_cost: float | None = 0.0
     """USD of those answers (``None``: a model has no price)."""
 

@@ -24,6 +24,7 @@ import orjson
 import trio
 
 from .._backends.backend import Backend
+from .._backends.tiers import carry_cost
 from .._codecs.codec import WARM_UPS, WarmUp
 from .._codecs.values import json_value
 from .._core.budgets import UsageLimits
@@ -173,6 +174,7 @@ def _loops(  # noqa: PLR0917 - private helper, called twice
     schema_on_final: bool,
     journal: SqliteJournal | None = None,
     numbers: Iterable[int] | None = None,
+    client: ModelClient | None = None,
 ) -> Iterator[AgentLoop]:
     # Consumed lazily by the driver, so a huge input list is never compiled all at once.
     # ``described`` holds each compiled loop's input until the driver opens its run (the
@@ -196,6 +198,8 @@ def _loops(  # noqa: PLR0917 - private helper, called twice
         if journal is not None:
             where = f"{journal.path}, run {loop.run_id}"
             journaled = journal.take(loop.run_id)
+            if client is not None and journaled.replies:
+                carry_cost(client, loop.run_id, journaled.replies.values())
             restored = restore(loop, journaled, index, task.output, where, trio.current_time())
             if isinstance(restored, Result):
                 early.append(_Early(restored, journaled.result is None))
@@ -493,6 +497,7 @@ async def open_batch(
             opened.schema_on_final,
             journal,
             numbers,
+            opened.client,
         )
         group = opened.streams.group(
             steps=steps,

@@ -60,6 +60,7 @@ import hashlib
 import logging
 import time
 from collections import defaultdict, deque
+from collections.abc import Iterable
 from typing import Final
 
 import attrs
@@ -399,6 +400,15 @@ class BatchModelClient:
             writes = (event.cache_write_tokens, event.cache_write_1h_tokens)
             self.ledger.add(self.model, "batch", event.usage, run, replayed=replayed, writes=writes)
         return Exchange(event)
+
+    def carry(self, run: str, replies: Iterable[ModelResponded]) -> None:
+        """Count in run ``run``'s cost the replies a step journal restored it with (received
+        and billed by the process before a resume), apart in the report as replayed."""
+        if self.ledger is None:
+            return
+        for event in replies:
+            writes = (event.cache_write_tokens, event.cache_write_1h_tokens)
+            self.ledger.add(self.model, "batch", event.usage, run, replayed=True, writes=writes)
 
     def _claim(self, item: _Item) -> bool:
         """Join the resumed hop holding ``item``'s body, if one does (a dead one answers it

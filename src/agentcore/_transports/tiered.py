@@ -27,7 +27,7 @@ else the tier it was sent on; prompt-cache writes are counted apart (priced abov
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import attrs
 import trio
@@ -82,6 +82,15 @@ class TieredModelClient:
         self._confirmed = policy.first == "standard"
         self._probe: trio.Event | None = None
         self._refused: ConfigError | None = None
+
+    def carry(self, run: str, replies: Iterable[ModelResponded]) -> None:
+        """Count in run ``run``'s cost the replies a step journal restored it with (received
+        and billed by the process before a resume), each at the tier it says it was served
+        on, else the policy's first; apart in the report as replayed."""
+        for event in replies:
+            billed = billed_tier(event.service_tier, self.policy.first)
+            writes = (event.cache_write_tokens, event.cache_write_1h_tokens)
+            self.ledger.add(self.model, billed, event.usage, run, replayed=True, writes=writes)
 
     @property
     def tier_unchecked(self) -> bool:

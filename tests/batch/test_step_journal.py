@@ -105,7 +105,8 @@ async def test_a_busy_batch_commits_a_few_times_a_second_off_the_event_loop(
     wall = trio.current_time() - began
     assert [r.status for r in results] == ["ok"] * 300
     requests, tools = world.needed()
-    assert stats.steps == requests + tools
+    # Every reply and tool outcome, but a run's last reply: its end holds it.
+    assert stats.steps == requests + tools - 300
     assert stats.ends == 300
     assert stats.commits <= wall / COMMIT_EVERY + 2
     assert stats.commits < stats.steps / 20

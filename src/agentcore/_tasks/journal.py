@@ -77,6 +77,9 @@ _SCHEMA: Final = (
 _GOES_ON: Final = frozenset({RunState.AWAITING_MODEL, RunState.AWAITING_TOOLS})
 """Loop states with effects still to perform: the step before them must be durable first."""
 
+_ENDED: Final = frozenset({RunState.FINISHED, RunState.ABORTED, RunState.ERROR})
+"""Loop states a reply may leave a run in that end it."""
+
 _SQLITE_FULL: Final = 13
 
 
@@ -87,7 +90,7 @@ class JournalStatistics:
     commits: int
     """Transactions committed."""
     steps: int
-    """Replies and tool outcomes written."""
+    """Replies and tool outcomes written (not a run's last reply: its end holds it)."""
     ends: int
     """Finished runs compacted to their result."""
     step_bytes: int
@@ -184,6 +187,11 @@ class SqliteJournal:
 
     async def replied(self, run: str, event: ModelResponded, loop: AgentLoop) -> None:
         """Journal a reply; wait until it is durable when its effects follow."""
+        if loop.state in _ENDED:
+            # The driver journals the run's end right after, with no pause between: both
+            # would land in one transaction, and the end deletes the run's steps. The end
+            # holds the reply; writing it as a step too would cost its bytes twice.
+            return
         if event.timing is not None:
             event = attrs.evolve(event, timing=None)  # the server's timing restores nothing
         seq = self._append("step", run, "", dumps(event))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
 from typing import Any
 
 import pytest
@@ -347,3 +349,29 @@ async def test_runs_not_started_when_a_batch_is_cancelled_report_cancelled(
     assert all(r.status == "cancelled" for r in received)
     assert sorted(r.turns for r in received) == [0, 0, 0, 0, 1, 1]
     assert len(model.calls) == 2
+
+
+async def test_a_delivered_result_is_not_kept_by_the_driver_while_the_batch_goes_on(
+    autojump_clock: Any,
+) -> None:
+    # Agent 0 takes an hour; the others end in seconds. Once the consumer has dropped their
+    # results, nothing of those runs stays in memory: a worker resting between runs keeps
+    # neither the last run it carried (its transcript) nor its end (its output).
+    model = ScriptedModel(lambda call: "x" * 1000,
+                          latency=lambda call: 3600.0 if agent_of(call) == 0 else 1.0)  # fmt: skip
+    gone: list[weakref.ref[AssistantMessage]] = []
+    async with (
+        open_driver(model, max_inflight=4) as driver,
+        driver.stream(make_loop(i) for i in range(20)) as results,
+    ):
+        async for result in results:
+            if result.index == 0:
+                break
+            message = result.transcript[-1]
+            assert isinstance(message, AssistantMessage)
+            gone.append(weakref.ref(message))
+            del result, message
+            if len(gone) == 19:
+                gc.collect()
+                assert [ref() for ref in gone] == [None] * 19
+    assert len(gone) == 19

@@ -267,6 +267,8 @@ class StreamScheduler:
         parks = runner.parker is not None
         group = feed.group
         current: Run | None = None
+        run: Run | None = None
+        end: Finish | Abort | None = None
         try:
             while True:
                 ready = feed.at_work()
@@ -306,6 +308,9 @@ class StreamScheduler:
                         run, current = current, None
                         group.runs.discard(run)
                         await self._finish(run, feed, None)
+                # A resting worker keeps nothing of the last run it carried: its loop (the
+                # transcript) and its end (the output) are its result's, delivered.
+                run = end = None
                 if not await feed.rest():
                     return
         except BaseException:

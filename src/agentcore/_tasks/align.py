@@ -30,6 +30,12 @@ The batch then runs the padded task (its warm-up included). Every request made h
 in :class:`PrefixAlignment` (none is a model request). Nothing here fails a batch: an engine
 that does not answer, or answers something unusable, leaves the prefix unpadded and the
 report says why.
+
+A batch with a step journal records what it decided (:func:`alignment_record`), and a batch
+resumed from that journal pads as recorded instead of measuring again
+(:func:`journaled_alignment`): its restored agents go on with the system prompt their
+journaled steps followed, byte for byte, although the inputs still to run, sampled on their
+own, may share a longer prefix than the whole batch did.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import orjson
 import trio
 
 from .._codecs.codec import AlignPrefix
@@ -69,6 +76,8 @@ __all__ = [
     "PrefixAlignment",
     "Tokenize",
     "align_prefix",
+    "alignment_record",
+    "journaled_alignment",
     "pad_to_blocks",
     "probe_calls",
     "sample_inputs",
@@ -109,6 +118,9 @@ class PrefixAlignment:
     """How long it took (before the fan-out)."""
     detail: str = ""
     """Why the prefix does not end on a boundary, if it does not."""
+    journaled: bool = False
+    """Taken from the step journal the batch resumed from: the padding of its first run,
+    nothing measured again."""
 
     @property
     def padding_tokens(self) -> int:
@@ -335,6 +347,45 @@ async def align_prefix(
             report = attrs.evolve(found, requests=found.requests + report.requests)
     report = attrs.evolve(report, requests=report.requests + counted.requests)
     return task, attrs.evolve(report, seconds=trio.current_time() - started)
+
+
+def alignment_record(alignment: PrefixAlignment | None) -> str:
+    """What a step journal keeps of a batch's alignment (``None``: not tried)."""
+    if alignment is None:
+        return "null"
+    kept = {
+        "block_size": alignment.block_size,
+        "shared_tokens": alignment.shared_tokens,
+        "padding": alignment.padding,
+        "boundary": alignment.boundary,
+        "detail": alignment.detail,
+    }
+    return orjson.dumps(kept).decode()
+
+
+def journaled_alignment(
+    task: Task[Any, Any], record: str
+) -> tuple[Task[Any, Any], PrefixAlignment | None]:
+    """``task`` padded as the batch's :func:`alignment_record` says, and its report.
+
+    Raises:
+        ValueError: ``record`` is not one.
+    """
+    try:
+        kept = orjson.loads(record)
+    except orjson.JSONDecodeError:
+        kept = ...
+    if kept is None:
+        return task, None
+    try:
+        found = PrefixAlignment(**kept, journaled=True) if isinstance(kept, dict) else None
+    except TypeError:
+        found = None
+    if found is None or not isinstance(found.padding, str) or found.padding.strip():
+        raise ValueError(f"not a prefix alignment: {record[:200]!r}")
+    if found.padding and task.system:
+        task = attrs.evolve(task, system=task.system + found.padding)
+    return task, found
 
 
 def _pads(mode: AlignPrefix, block: int) -> bool:

@@ -29,7 +29,7 @@ from .._codecs.codec import WARM_UPS, WarmUp
 from .._codecs.values import json_value
 from .._core.budgets import UsageLimits
 from .._core.caps import check_cap
-from .._core.errors import ConfigError, JournalMismatch
+from .._core.errors import ConfigError, JournalError, JournalMismatch
 from .._core.events import AbortKind, AbortReason
 from .._core.loop import AgentLoop
 from .._core.messages import Usage
@@ -46,7 +46,13 @@ from .._observe.steps import StepSink
 from .._tools.context import RunContext
 from .._tools.spec import ToolBase
 from .._transports.model_client import ModelClient
-from .align import PrefixAlignment, align_prefix, sample_inputs
+from .align import (
+    PrefixAlignment,
+    align_prefix,
+    alignment_record,
+    journaled_alignment,
+    sample_inputs,
+)
 from .fingerprint import task_description
 from .journal import SqliteJournal, open_step_journal
 from .resume import restore
@@ -68,6 +74,9 @@ __all__ = [
     "warm_prefix",
 ]
 
+
+ALIGNMENT_SETTING = "prefix_alignment"
+"""The name under which a batch's step journal records the padding of its shared prefix."""
 
 BATCH_SLOT_POLICY: SlotPolicy = "priority"
 """The slot policy of batches unless ``slot_policy=`` says otherwise: agents nearer the end
@@ -240,29 +249,46 @@ def _first_checked(
     return ()
 
 
-async def _prepare(
-    driver: Driver, task: Task[T, Any], inputs: Iterable[object], batch_id: str, strategy: WarmUp
+async def _prepare(  # noqa: PLR0917 - private helper
+    driver: Driver,
+    task: Task[T, Any],
+    inputs: Iterable[object],
+    batch_id: str,
+    strategy: WarmUp,
+    journal: SqliteJournal | None = None,
 ) -> tuple[Task[T, Any], Iterable[object], WarmUpReport | None]:
     """What a batch does before its fan-out: pad the shared prefix to the engine's cache
-    blocks (:mod:`._align`, as the backend's ``align_prefix`` says), then warm it with the
-    text the inputs open with (a ``check`` warm-up, which carries no prefix, goes at the same
-    time as the alignment), or check the flex tier when not warming. Returns the task to run
-    (padded or not), the inputs to run (an iterator's sampled head chained back in) and the
-    report (``None`` when the batch neither aligned nor warmed up).
+    blocks (:mod:`._align`, as the backend's ``align_prefix`` says; as the step ``journal``
+    recorded when the batch resumes, else recorded there), then warm it with the text the
+    inputs open with (a ``check`` warm-up, which carries no prefix, goes at the same time as
+    the alignment), or check the flex tier when not warming. Returns the task to run (padded
+    or not), the inputs to run (an iterator's sampled head chained back in) and the report
+    (``None`` when the batch neither aligned nor warmed up).
 
     Raises:
         BackendUnavailable: the warm-up request failed for good.
+        JournalError: the journal's record of the alignment is unreadable.
     """
     samples, inputs, every_input = sample_inputs(inputs)
     opening = common_opening(task, samples)
     aligned: list[tuple[Task[T, Any], PrefixAlignment | None]] = []
     checked: list[WarmUpReport] = []
     unavailable: list[BackendUnavailable] = []
+    restored: tuple[Task[T, Any], PrefixAlignment | None] | None = None
+    recorded = None if journal is None else journal.setting(ALIGNMENT_SETTING)
+    if journal is not None and recorded is not None:
+        try:
+            restored = journaled_alignment(task, recorded)
+        except ValueError as exc:
+            raise JournalError(
+                f"{journal.path}: the batch's prefix alignment is unreadable: {exc}"
+            ) from None
 
     async def align() -> None:
-        aligned.append(
-            await align_prefix(driver, task, samples, opening=opening, every_input=every_input)
-        )
+        found = await align_prefix(driver, task, samples, opening=opening, every_input=every_input)
+        if journal is not None:  # before any step: a resumed batch pads as this one
+            journal.record(ALIGNMENT_SETTING, alignment_record(found[1]))
+        aligned.append(found)
 
     async def check() -> None:
         try:
@@ -271,7 +297,10 @@ async def _prepare(
             unavailable.append(exc)
 
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(align)
+        if restored is None:
+            nursery.start_soon(align)
+        else:
+            aligned.append(restored)
         if strategy == "check":
             nursery.start_soon(check)
     if unavailable:
@@ -484,7 +513,7 @@ async def open_batch(
             )
         )
         inputs = _first_checked(opened, inputs, deps, batch_id)  # before anything is sent
-        run_task, inputs, report = await _prepare(opened, task, inputs, batch_id, warm_up)
+        run_task, inputs, report = await _prepare(opened, task, inputs, batch_id, warm_up, journal)
         described: dict[int, tuple[int, Any]] = {}
         loops = _loops(
             run_task,

@@ -8,7 +8,9 @@ run`` keeps beside its results file and that ``open_batch(step_journal=...)`` an
 step costs the bytes of its own reply or tool result, never the transcript so far. Tables:
 
 - ``meta``: the format version (:data:`~agentcore._core.journal.JOURNAL_FORMAT`), the task's
-  description (:func:`~agentcore._tasks.fingerprint.task_description`) and the batch id;
+  description (:func:`~agentcore._tasks.fingerprint.task_description`), the batch id, and
+  what the batch decided once for all its runs (:meth:`SqliteJournal.record`: the padding of
+  its shared prefix, so a resumed batch sends the bytes its first run sent);
 - ``steps``: one row per reply (``key`` empty) or tool outcome (``key``: the call's
   idempotency key) of a live run, in the order they were written, the event as
   ``agentcore.core.dumps`` writes it (indexed by run);
@@ -82,6 +84,10 @@ _ENDED: Final = frozenset({RunState.FINISHED, RunState.ABORTED, RunState.ERROR})
 
 _SQLITE_FULL: Final = 13
 
+_SETTING: Final = "setting:"
+"""The prefix of the ``meta`` keys of :meth:`SqliteJournal.record`, apart from the journal's
+own (format, task, batch)."""
+
 
 @attrs.frozen
 class JournalStatistics:
@@ -145,6 +151,16 @@ class SqliteJournal:
     def runs(self) -> frozenset[str]:
         """The runs it holds steps or a result of, not loaded yet."""
         return frozenset(self._rows) | frozenset(self._ends)
+
+    def setting(self, name: str) -> str | None:
+        """What the batch recorded under ``name`` (:meth:`record`; ``None``: nothing)."""
+        return self._meta.get(_SETTING + name)
+
+    def record(self, name: str, value: str) -> None:
+        """Record ``value`` under ``name`` for the runs of the batch that resume from this
+        journal; committed no later than the first step written after it."""
+        self._meta[_SETTING + name] = value
+        self._append("meta", _SETTING + name, "", value.encode())
 
     def statistics(self) -> JournalStatistics:
         """What the journal wrote since it was opened."""
@@ -276,6 +292,9 @@ class SqliteJournal:
                 if kind == "step":
                     steps.append((seq, run, key, data))
                     size += len(data)
+                    continue
+                if kind == "meta":  # ``run`` is the key
+                    conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (run, data.decode()))
                     continue
                 if steps:
                     conn.executemany("INSERT INTO steps VALUES (?, ?, ?, ?)", steps)

@@ -14,6 +14,7 @@ import pytest
 
 from agentcore import Task
 from agentcore._tasks.align import (
+    MAX_TRIES,
     PAD_UNITS,
     PrefixAlignment,
     pad_to_blocks,
@@ -32,21 +33,28 @@ def first_request(task: Task[Any], value: Any) -> CallModel:
 
 
 async def align(
-    tokenizer: ScriptedTokenizer, inputs: Any, block: int, task: Task[Any] = TASK
+    tokenizer: Any, inputs: Any, block: int, task: Task[Any] = TASK, *, warm: bool = True
 ) -> tuple[Task[Any], PrefixAlignment, Any]:
+    """Align ``task`` for ``inputs``; ``warm``: as for a batch that sends a warm request
+    carrying the prefix."""
     samples, inputs, every = sample_inputs(inputs)
     opening = common_opening(task, samples)
 
     def probes(candidate: Task[Any]) -> list[CallModel]:
         return probe_calls(
-            candidate, samples, opening=opening, every_input=every, schema_on_final=True
+            candidate,
+            samples,
+            opening=opening,
+            every_input=every,
+            schema_on_final=True,
+            warm=warm,
         )
 
     padded, report = await pad_to_blocks(task, probes, tokenizer, block)
     return padded, report, (inputs, opening)
 
 
-async def tokens_of(tokenizer: ScriptedTokenizer, calls: Sequence[CallModel]) -> list[list[int]]:
+async def tokens_of(tokenizer: Any, calls: Sequence[CallModel]) -> list[list[int]]:
     found = [await tokenizer(call) for call in calls]
     assert all(t is not None for t in found)
     return [t for t in found if t is not None]
@@ -103,17 +111,47 @@ async def test_a_template_that_drops_the_padding_leaves_the_task_as_it_was() -> 
     assert padded is TASK
     assert not report.aligned and report.padding == ""
     assert "no whitespace padding" in report.detail
-    # The warm-up request and four samples, then one try of two probes per unit (each added
+    # The warm-up request and four samples, then one try of one probe per unit (each added
     # no token).
-    assert report.requests == 5 + len(PAD_UNITS) * 2
+    assert report.requests == 5 + len(PAD_UNITS)
 
 
-async def test_the_requests_are_counted() -> None:
+@pytest.mark.parametrize("warm", [True, False])
+async def test_the_requests_are_counted(warm: bool) -> None:
     tokenizer = ScriptedTokenizer()
-    _, report, _ = await align(tokenizer, papers(300), 64)
-    assert report.requests == len(tokenizer.calls)
-    # The warm-up request and four sampled inputs, then two probes per try.
-    assert report.requests >= 5 and (report.requests - 5) % 2 == 0
+    padded, report, (_, opening) = await align(tokenizer, papers(300), 64, warm=warm)
+    assert report.aligned and report.requests == len(tokenizer.calls)
+    # Four sampled inputs (and the warm-up request when one is sent), then one probe per try.
+    probes = 4 + warm
+    assert probes < report.requests <= probes + len(PAD_UNITS) * MAX_TRIES
+    warm_up = prefix_call(padded, run_id="align", schema_on_final=True, opening=opening)
+    assert any(call.messages[-1] == warm_up.messages[-1] for call in tokenizer.calls) is warm
+
+
+@attrs.frozen
+class Trailing:
+    """The scripted tokenizer with a last token that counts the system prompt's characters:
+    padding then changes a token past the shared part of every probe."""
+
+    tokenizer: ScriptedTokenizer = attrs.field(factory=ScriptedTokenizer)
+    calls: list[CallModel] = attrs.field(factory=list)
+
+    async def __call__(self, call: CallModel) -> list[int] | None:
+        self.calls.append(call)
+        tokens = await self.tokenizer(call)
+        system = call.messages[0]
+        assert tokens is not None and isinstance(system, SystemMessage)
+        return [*tokens, 10_000 + len(system.content)]
+
+
+async def test_padding_that_changes_tokens_past_the_shared_part_is_measured_on_two_probes() -> None:
+    tokenizer = Trailing()
+    padded, report, (inputs, _) = await align(tokenizer, papers(40), 64, warm=False)
+    assert report.aligned and report.boundary is not None
+    # Four samples, then per try the first probe and, its tail changed, two probes again.
+    assert report.requests == len(tokenizer.calls) and (report.requests - 4) % 3 == 0
+    jobs = await tokens_of(tokenizer, [first_request(padded, value) for value in inputs])
+    assert shared(jobs) >= report.boundary and report.boundary % 64 == 0
 
 
 async def test_an_engine_that_does_not_tokenize_leaves_the_task_as_it_was() -> None:
@@ -123,7 +161,9 @@ async def test_an_engine_that_does_not_tokenize_leaves_the_task_as_it_was() -> N
     samples, _, _ = sample_inputs(papers(4))
     padded, report = await pad_to_blocks(
         TASK,
-        lambda t: probe_calls(t, samples, opening=None, every_input=True, schema_on_final=True),
+        lambda t: probe_calls(
+            t, samples, opening=None, every_input=True, schema_on_final=True, warm=True
+        ),
         refuses,
         64,
     )

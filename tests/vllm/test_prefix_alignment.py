@@ -133,7 +133,7 @@ async def test_tokenize_counts_the_prompt_the_chat_endpoint_computes(vllm: VllmS
     codec = OpenAICodec(base_url=vllm.http + "/v1", model="tiny", dialect="vllm")
     for call in probe_calls(
         task, samples, opening=common_opening(task, samples), every_input=every,
-        schema_on_final=True,
+        schema_on_final=True, warm=True,
     ):  # fmt: skip
         chat = codec.encode(call)
         body = orjson.loads(chat.body)

@@ -13,18 +13,22 @@ chat template (:mod:`agentcore._codecs.prefix_blocks`):
 
 1. The engine's block size: with ``align_prefix="auto"`` nothing is padded below
    :data:`AUTO_MIN_BLOCK` tokens (the saving is at most a block per request).
-2. The *probe* requests are tokenized, all at once: the warm-up request (the task's prefix and
-   the opening the sampled inputs share, :func:`~agentcore._tasks.task.prefix_call`) and the
-   first request of each sampled input. The inputs are sampled across a sequence (first, last
-   and between: inputs numbered in order share a longer opening at the start than over the
-   whole list); an iterator shows only its first inputs, so the template's literal head alone
-   stands in for "every input" (a probe of its own). The tokens every probe shares are
-   the shared prefix; since the warm-up request is one of them, it covers the boundary.
+2. The *probe* requests are tokenized, all at once: the first request of each sampled input,
+   and, where the batch sends a warm request carrying the prefix, that request (the task's
+   prefix and the opening the sampled inputs share, :func:`~agentcore._tasks.task.prefix_call`),
+   so that it covers the boundary. The inputs are sampled across a sequence (first, last and
+   between: inputs numbered in order share a longer opening at the start than over the whole
+   list); an iterator shows only its first inputs, so the template's literal head alone stands
+   in for "every input" (a probe of its own). The tokens every probe shares are the shared
+   prefix.
 3. If that length is not a multiple of ``B``, whitespace (:data:`PAD_UNITS`, in order) is
-   appended to the system prompt and the two probes that shared least are tokenized again: a
-   tokenizer may merge whitespace or a chat template drop it, so the count of units is
-   corrected from the tokens each try added, :data:`MAX_TRIES` times per unit, until the
-   shared prefix ends on a boundary. Nothing found: the task is left as it was.
+   appended to the system prompt and the first probe is tokenized again: the padding sits
+   before the point where the probes part, so it moves that point by the tokens it added to
+   the probe, provided the probe's tokens from that point on are the ones it had (checked;
+   otherwise the two probes that shared least are tokenized again and compared). A tokenizer
+   may merge whitespace or a chat template drop it, so the count of units is corrected from
+   the tokens each try added, :data:`MAX_TRIES` times per unit, until the shared prefix ends
+   on a boundary. Nothing found: the task is left as it was.
 
 The batch then runs the padded task (its warm-up included). Every request made here is counted
 in :class:`PrefixAlignment` (none is a model request). Nothing here fails a batch: an engine
@@ -156,12 +160,17 @@ def probe_calls(
     opening: str | None,
     every_input: bool,
     schema_on_final: bool,
+    warm: bool,
 ) -> list[CallModel]:
     """The requests whose shared tokens are the batch's shared prefix: the warm-up request
-    (``opening``), then the first request of each sample that renders, then, unless the
-    samples stand for ``every_input``, the warm-up request with the template's literal head
-    alone (what every input shares)."""
-    calls = [prefix_call(task, run_id="align", schema_on_final=schema_on_final, opening=opening)]
+    (``opening``) when the batch sends one that carries the prefix (``warm``), the first
+    request of each sample that renders, then, unless the samples stand for ``every_input``,
+    the warm-up request with the template's literal head alone (what every input shares)."""
+    calls = []
+    if warm:
+        calls.append(
+            prefix_call(task, run_id="align", schema_on_final=schema_on_final, opening=opening)
+        )
     for index, value in enumerate(samples):
         try:
             loop = compile_job(
@@ -175,6 +184,19 @@ def probe_calls(
     if not every_input:
         calls.append(prefix_call(task, run_id="align", schema_on_final=schema_on_final))
     return calls
+
+
+def _moved(before: Sequence[int], after: Sequence[int], shared: int) -> int | None:
+    """Where the shared prefix ends once padded, from one probe's tokens ``before`` and
+    ``after`` the padding, its first ``shared`` tokens shared with every probe: ``shared``
+    plus the tokens the padding added, if the tokens from ``shared`` on are the ones the
+    probe had (``None``: the padding changed more than the shared part)."""
+    added = len(after) - len(before)
+    if added <= 0:
+        return shared + added  # the padding added nothing (or merged with what was there)
+    if after[shared + added :] != before[shared:]:
+        return None
+    return shared + added
 
 
 def _shared(first: Sequence[int], other: Sequence[int]) -> int:
@@ -241,10 +263,13 @@ async def pad_to_blocks(
         for _ in range(MAX_TRIES):
             padded = attrs.evolve(task, system=task.system + unit * count)
             again = probes(padded)
-            pair = await counted.all([again[0], again[least]])
-            if pair is None:
+            first = await counted.all([again[0]])
+            now = None if first is None else _moved(tokens[0], first[0], shared)
+            if first is not None and now is None:  # the padding changed more: compare two
+                pair = await counted.all([again[0], again[least]])
+                now = None if pair is None else _shared(pair[0], pair[1])
+            if now is None:
                 return task, attrs.evolve(report, requests=counted.requests, detail=_NO_TOKENS)
-            now = _shared(pair[0], pair[1])
             added = now - shared
             if added <= 0:
                 break  # the template drops this whitespace, or the tokens merged away
@@ -267,9 +292,11 @@ async def align_prefix(
     *,
     opening: str | None,
     every_input: bool,
+    warm: bool,
 ) -> tuple[Task[Any, Any], PrefixAlignment | None]:
     """Pad ``task``'s shared prefix to the block size of the driver's engine, as its backend's
-    ``align_prefix`` says (``None``: nothing was tried)."""
+    ``align_prefix`` says (``None``: nothing was tried); ``warm``: the batch sends a warm
+    request carrying the prefix, which the boundary must fall within."""
     backend = driver.backend
     mode = False if backend is None else backend.align_prefix
     client = driver.client
@@ -296,6 +323,7 @@ async def align_prefix(
             opening=opening,
             every_input=every_input,
             schema_on_final=driver.schema_on_final,
+            warm=warm,
         )
 
     # The block size and the probes' tokens are asked for at once (one round trip); the

@@ -285,7 +285,14 @@ async def _prepare(  # noqa: PLR0917 - private helper
             ) from None
 
     async def align() -> None:
-        found = await align_prefix(driver, task, samples, opening=opening, every_input=every_input)
+        found = await align_prefix(
+            driver,
+            task,
+            samples,
+            opening=opening,
+            every_input=every_input,
+            warm=strategy in ("request", "slots"),
+        )
         if journal is not None:  # before any step: a resumed batch pads as this one
             journal.record(ALIGNMENT_SETTING, alignment_record(found[1]))
         aligned.append(found)

@@ -1,25 +1,28 @@
 """The shared prefix padded to vLLM's cache blocks, against the real server (``make
 test-vllm``): the block size read from its ``/metrics``, the probes tokenized by its
 ``/tokenize``, every first request of the batch then finding the prefix cached up to the
-boundary, the alignment's requests counted, and the same answers padded or not."""
+boundary, the alignment's requests counted, the same answers padded or not, and a batch
+resumed from its step journal padded as its first run was."""
 
 from __future__ import annotations
 
 import time
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+import trio
 
 import agentcore
-from agentcore import Result
+from agentcore import Result, open_driver
 from agentcore._codecs.openai import OpenAICodec
 from agentcore._tasks.align import probe_calls, sample_inputs
 from agentcore._tasks.task import common_opening
 from agentcore.core import AssistantMessage, SystemMessage, ToolMessage
 from tests.vllm.test_vllm import REPLY, plain, research, run
-from tests.vllm.vllm_server import BLOCK, VllmServer
+from tests.vllm.vllm_server import BLOCK, MAX_NUM_SEQS, VllmServer
 
 pytestmark = pytest.mark.vllm
 
@@ -158,3 +161,73 @@ async def test_a_batch_that_turns_alignment_off_sends_no_tokenization(vllm: Vllm
     assert stream.warm_up is not None and stream.warm_up.alignment is None
     time.sleep(0.5)
     assert tokenize_lines(vllm) == lines
+
+
+async def test_a_resumed_batch_sends_the_padding_its_first_run_measured_and_finds_it_cached(
+    vllm: VllmServer, tmp_path: Path
+) -> None:
+    # Agents 4-7 are stopped in their tool; the resumed batch runs only them (as `agentcore
+    # run --resume` does), and they open alike: measured on their own they would share more
+    # tokens, and get another padding, than the whole batch did.
+    inputs = [{"topic": t} for t in ("tides", "moss", "owls", "dunes")] + [
+        {"topic": f"comets of the outer solar system, part {i}"} for i in range(4)
+    ]
+    stopped = [4, 5, 6, 7]
+    first_run = True
+    waiting: set[int] = set()
+    all_waiting = trio.Event()
+
+    @agentcore.tool
+    async def search(ctx: agentcore.RunContext, q: str) -> str:
+        """Search the notes.
+
+        Args:
+            q: what to look for.
+        """
+        if first_run and ctx.index in stopped:
+            waiting.add(ctx.index)
+            if len(waiting) == len(stopped):
+                all_waiting.set()
+            await trio.sleep_forever()
+        return f"notes about {q!r}"
+
+    task = research(tools=[search])
+    path = tmp_path / "batch.journal"
+
+    async def batch(values: list[Any], indices: list[int] | None) -> tuple[list[Result], Any, Any]:
+        results: list[Result] = []
+        async with (
+            open_driver(vllm.url, model="tiny", max_inflight=MAX_NUM_SEQS, tools=[search]) as d,
+            agentcore.open_batch(task, values, driver=d, step_journal=path, indices=indices) as s,
+        ):
+            async for result in s:
+                results.append(result)
+                if first_run and len(results) == len(inputs) - len(stopped):
+                    await all_waiting.wait()
+                    s.cancel()
+            stats = d.statistics()
+        assert s.warm_up is not None
+        return results, s.warm_up.alignment, stats
+
+    first, alignment, _ = await batch(inputs, None)
+    assert sorted(r.index for r in first if r.status == "ok") == [0, 1, 2, 3]
+    assert alignment is not None and alignment.aligned and alignment.padding
+    first_run = False
+    lines = tokenize_lines(vllm)
+    again, resumed, stats = await batch([inputs[i] for i in stopped], stopped)
+    assert sorted(r.index for r in again if r.status == "ok") == stopped, [r.error for r in again]
+    assert resumed is not None and resumed.journaled and resumed.requests == 0
+    assert resumed.padding == alignment.padding and resumed.boundary == alignment.boundary
+    time.sleep(0.5)
+    assert tokenize_lines(vllm) == lines
+    for result in again:
+        system = result.transcript[0]
+        assert isinstance(system, SystemMessage)
+        assert system.content == task.system + alignment.padding
+    # Each restored agent asked only for its final answer, and the engine found its padded
+    # prefix cached from the first run, up to the boundary and past it.
+    finals = [r for r in stats.recent_requests if r.index is not None]
+    assert len(finals) == len(stopped) and all(r.request_id.endswith("/1") for r in finals)
+    assert all(r.cached_tokens >= alignment.boundary for r in finals), [
+        r.cached_tokens for r in finals
+    ]

@@ -31,7 +31,6 @@ import argparse
 import functools
 import hashlib
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -147,11 +146,19 @@ def _folder(root: Path, agents: int) -> tuple[Path, Path, dict[str, str]]:
     return task, inputs, env
 
 
+def _reaped(proc: subprocess.Popen[Any]) -> float:
+    """Wait for ``proc`` to end; its own peak RSS in MB (``RUSAGE_CHILDREN`` would also
+    count every other child waited for, the simulators of earlier schemes included)."""
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return usage.ru_maxrss / 1024
+
+
 def _run_until(
     command: list[str], env: dict[str, str], out: Path, batches: int, log: Path | None = None
-) -> float:
+) -> tuple[float, float]:
     """Run ``command`` until the journal holds ``batches`` batch records, then SIGKILL it;
-    the seconds it ran (its standard error goes to ``log``)."""
+    the seconds it ran and its peak RSS in MB (its standard error goes to ``log``)."""
     began = time.monotonic()
     errors = subprocess.DEVNULL if log is None else log.open("a")
     proc = subprocess.Popen(command, env=env, stderr=errors)
@@ -161,12 +168,14 @@ def _run_until(
                 raise SystemExit(f"the run ended before it could be killed ({proc.returncode})")
             time.sleep(0.2)
         proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=60)
+        rss = _reaped(proc)
     finally:
-        proc.kill()
+        if proc.returncode is None:
+            proc.kill()
+            proc.wait()
         if log is not None:
             errors.close()  # type: ignore[union-attr]
-    return time.monotonic() - began
+    return time.monotonic() - began, rss
 
 
 def _digest(output: Any) -> str:
@@ -227,10 +236,6 @@ def _synchronous(task_path: Path, inputs: Path, host: str, kind: str, model: str
     return {r.index: _digest(r.output) for r in results}
 
 
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-
-
 def scheme(kind: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     """One scheme's run (see the module docstring)."""
     model = MODELS[kind]
@@ -283,16 +288,17 @@ def scheme(kind: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
         ]
         log = root / "stderr.txt"
         began = time.monotonic()
-        walls = [_run_until(_cli(*base), env, out, 2, log)]
-        walls.append(_run_until(_cli(*base, "--resume"), env, out, 5, log))
+        first = _run_until(_cli(*base), env, out, 2, log)
+        second = _run_until(_cli(*base, "--resume"), env, out, 5, log)
         start = time.monotonic()
-        done = subprocess.run(
-            _cli(*base, "--resume"), env=env, capture_output=True, text=True, check=False
-        )
-        walls.append(time.monotonic() - start)
-        said = log.read_text() + done.stderr
+        done = subprocess.Popen(_cli(*base, "--resume"), env=env, stderr=subprocess.PIPE, text=True)
+        assert done.stderr is not None
+        stderr = done.stderr.read()  # to its end: the pipe never fills
+        last = _reaped(done)
+        walls = [first[0], second[0], time.monotonic() - start]
+        said = log.read_text() + stderr
         wall = time.monotonic() - began
-        rss = _peak_rss_mb()
+        rss = max(first[1], second[1], last)
         records = _records(out)
         journal = _journal(out)
         batches = _listing(sim.url, kind)

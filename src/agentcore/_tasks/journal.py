@@ -13,7 +13,8 @@ step costs the bytes of its own reply or tool result, never the transcript so fa
   its shared prefix, so a resumed batch sends the bytes its first run sent);
 - ``steps``: one row per reply (``key`` empty) or tool outcome (``key``: the call's
   idempotency key) of a live run, in the order they were written, the event as
-  ``agentcore.core.dumps`` writes it (indexed by run);
+  ``agentcore.core.dumps`` writes it (indexed by run). A reply that ends its run is not a
+  row: the run's end follows it into the same transaction and holds it;
 - ``ends``: one row per finished run, its result; the run's steps are deleted in the same
   transaction (the journal of a finished agent is compacted to its result). The pages they
   held are given back to the file system when the journal is closed (incremental vacuum).

@@ -231,11 +231,16 @@ async def test_an_agent_run_killed_midway_resumes_from_its_journal(tmp_path: Pat
     # ``ticket-5`` ends in ``-5``: the scripted model gives it tool_turns(5) == 3 tool turns.
     assert await run_agent(2) is None  # stopped once its first reply and tool were journaled
     journaled = _steps(path)
+    tools_held = {str(key) for (key,) in _rows(path, "SELECT key FROM steps WHERE key != ''")}
     before = dict(world.requests), dict(world.executions)
     result = await run_agent(None)
     assert result is not None and result.status == "ok"
     assert result.turns == 4
-    assert all(n == 1 for n in world.executions.values())  # no tool ran twice
+    # No tool the journal held ran again; a call in flight at the stop (its turn holds two
+    # at most) ran once more.
+    twice = {key for key, n in world.executions.items() if n > 1}
+    assert tools_held and not twice & tools_held
+    assert len(twice) <= 2 and all(n <= 2 for n in world.executions.values())
     repeated = {rid for rid, n in world.requests.items() if n > 1}
     assert len(repeated) <= 1  # at most the request in flight at the stop
     assert sum(before[0].values()) + sum(before[1].values()) >= journaled

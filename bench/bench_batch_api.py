@@ -146,6 +146,14 @@ def _folder(root: Path, agents: int) -> tuple[Path, Path, dict[str, str]]:
     return task, inputs, env
 
 
+def _run_args(
+    task: Path, inputs: Path, out: Path, url: str, model: str, *, gather: float
+) -> list[object]:
+    """The arguments of ``agentcore run`` on a Batch API backend, polled every 0.2 s."""
+    return ["run", task, inputs, "-o", out, "--backend", url, "--model", model,
+            "--batch-poll", 0.2, "--batch-gather", gather, "-q"]  # fmt: skip
+
+
 def _reaped(proc: subprocess.Popen[Any]) -> float:
     """Wait for ``proc`` to end; its own peak RSS in MB (``RUSAGE_CHILDREN`` would also
     count every other child waited for, the simulators of earlier schemes included)."""
@@ -270,22 +278,7 @@ def scheme(kind: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     try:
         task, inputs, env = _folder(root, args.agents)
         out = root / "out.jsonl"
-        base = [
-            "run",
-            task,
-            inputs,
-            "-o",
-            out,
-            "--backend",
-            f"{kind}-batch://{sim.host}",
-            "--model",
-            model,
-            "--batch-poll",
-            0.2,
-            "--batch-gather",
-            2,
-            "-q",
-        ]
+        base = _run_args(task, inputs, out, f"{kind}-batch://{sim.host}", model, gather=2)
         log = root / "stderr.txt"
         began = time.monotonic()
         first = _run_until(_cli(*base), env, out, 2, log)
@@ -444,23 +437,9 @@ def bad_input(args: argparse.Namespace, root: Path) -> list[dict[str, Any]]:
             task, inputs, env = _folder(folder, 20)
             env["BENCH_KEY"] = "sk-bad"
             out = folder / "out.jsonl"
-            base = [
-                "run",
-                task,
-                inputs,
-                "-o",
-                out,
-                "--backend",
-                f"openai-batch://{sim.host}",
-                "--model",
-                "gpt-4o-nope" if "model" in name else "gpt-4o-mini",
-                "--batch-poll",
-                0.2,
-                "--batch-gather",
-                0.5,
-                "-q",
-                *run_flags,
-            ]
+            model = "gpt-4o-nope" if "model" in name else "gpt-4o-mini"
+            url = f"openai-batch://{sim.host}"
+            base = [*_run_args(task, inputs, out, url, model, gather=0.5), *run_flags]
             if how.get("resume"):  # a journal from another provider's run
                 other = _Sim("--tool-rounds", 1, "--speedup", args.speedup, "--batch-delay", 3600)
                 try:

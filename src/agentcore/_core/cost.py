@@ -38,6 +38,7 @@ from typing import Any, Final, Literal
 import attrs
 
 from .errors import ConfigError
+from .events import ModelResponded
 from .messages import Usage
 
 __all__ = [
@@ -445,6 +446,19 @@ class CostLedger:
         )
         while len(self._runs) > MAX_RUNS:
             self._runs.popitem(last=False)
+
+    def add_reply(
+        self,
+        model: str,
+        tier: PriceTier,
+        reply: ModelResponded,
+        run: str | None = None,
+        *,
+        replayed: bool = False,
+    ) -> None:
+        """:meth:`add` with what ``reply`` says it cost: its usage and its cache writes."""
+        writes = (reply.cache_write_tokens, reply.cache_write_1h_tokens)
+        self.add(model, tier, reply.usage, run, replayed=replayed, writes=writes)
 
     def flex_sent(self, refused: bool) -> None:
         """Count one attempt answered on flex; ``refused``: refused for capacity and sent on

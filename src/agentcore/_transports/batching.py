@@ -397,18 +397,15 @@ class BatchModelClient:
         event = self.codec.decode(call.request_id, status, headers, body)
         if isinstance(event, ModelResponded) and self.ledger is not None:
             run = call.hints.session_id or None
-            writes = (event.cache_write_tokens, event.cache_write_1h_tokens)
-            self.ledger.add(self.model, "batch", event.usage, run, replayed=replayed, writes=writes)
+            self.ledger.add_reply(self.model, "batch", event, run, replayed=replayed)
         return Exchange(event)
 
     def carry(self, run: str, replies: Iterable[ModelResponded]) -> None:
         """Count in run ``run``'s cost the replies a step journal restored it with (received
         and billed by the process before a resume), apart in the report as replayed."""
-        if self.ledger is None:
-            return
-        for event in replies:
-            writes = (event.cache_write_tokens, event.cache_write_1h_tokens)
-            self.ledger.add(self.model, "batch", event.usage, run, replayed=True, writes=writes)
+        if self.ledger is not None:
+            for event in replies:
+                self.ledger.add_reply(self.model, "batch", event, run, replayed=True)
 
     def _claim(self, item: _Item) -> bool:
         """Join the resumed hop holding ``item``'s body, if one does (a dead one answers it

@@ -89,8 +89,7 @@ class TieredModelClient:
         on, else the policy's first; apart in the report as replayed."""
         for event in replies:
             billed = billed_tier(event.service_tier, self.policy.first)
-            writes = (event.cache_write_tokens, event.cache_write_1h_tokens)
-            self.ledger.add(self.model, billed, event.usage, run, replayed=True, writes=writes)
+            self.ledger.add_reply(self.model, billed, event, run, replayed=True)
 
     @property
     def tier_unchecked(self) -> bool:
@@ -134,9 +133,8 @@ class TieredModelClient:
                         self.ledger.flex_sent(refused=False)
                         self._confirmed = True
                     billed = billed_tier(event.service_tier, tier)
-                    writes = (event.cache_write_tokens, event.cache_write_1h_tokens)
                     run = call.hints.session_id or None
-                    self.ledger.add(self.model, billed, event.usage, run, writes=writes)
+                    self.ledger.add_reply(self.model, billed, event, run)
                     return exchange
                 try:
                     following = self.policy.after(tier, event.error, self.model)

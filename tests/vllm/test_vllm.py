@@ -460,13 +460,30 @@ async def test_cancelling_a_batch_frees_the_server(vllm: VllmServer, stream: boo
         while any(vllm.metrics().get(k, 0) for k in IN_FLIGHT):
             await trio.sleep(0.05)
     before = vllm.metrics()
+    seen: list[tuple[float, float, float]] = []  # (seconds, running, waiting) as they changed
+    ended = trio.Event()
+
+    async def batch() -> None:
+        await run(backend, task, TOPICS[:MAX_NUM_SEQS], warm=False)
+        ended.set()
+
+    started = trio.current_time()
     with trio.CancelScope() as scope:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(lambda: run(backend, task, TOPICS[:MAX_NUM_SEQS], warm=False))
-            with trio.fail_after(20):
-                while vllm.metrics().get("vllm:num_requests_running", 0) < MAX_NUM_SEQS:
+            nursery.start_soon(batch)
+            with trio.move_on_after(30):
+                while not ended.is_set():
+                    # In a thread: the batch's requests must not wait on this event loop.
+                    now = await trio.to_thread.run_sync(vllm.metrics)
+                    running, waiting = (now.get(k, 0) for k in IN_FLIGHT)
+                    if not seen or seen[-1][1:] != (running, waiting):
+                        seen.append((round(trio.current_time() - started, 2), running, waiting))
+                    if running + waiting >= MAX_NUM_SEQS:  # every request is in the engine
+                        break
                     await trio.sleep(0.05)
             scope.cancel()
+    # (seconds since the batch started, running, waiting) as the engine reported them.
+    assert seen and seen[-1][1] + seen[-1][2] >= MAX_NUM_SEQS, seen
     cancelled_at = trio.current_time()
     with trio.fail_after(10):  # promptly: the engine notices the closed connections
         while vllm.metrics().get("vllm:num_requests_running", 0) > 0:

@@ -17,6 +17,7 @@ import pytest
 import trio
 
 from agentcore import ErrorKind, ModelError, open_driver, wire
+from agentcore._distributed.backoff import SharedBackoff
 from agentcore._driver.limit_scope import documents_shared_limits
 from agentcore.core import CallModel
 from agentcore.testing import ScriptedModel
@@ -145,6 +146,43 @@ def test_the_providers_that_document_shared_limits_are_known_by_their_host() -> 
     assert not documents_shared_limits(client_for("https://gateway.example/v1"))
     assert not documents_shared_limits(client_for("vllm://127.0.0.1:8000"))
     assert not documents_shared_limits(ScriptedModel(["x"]))
+
+
+class _NoPauseSet:
+    """A distributed batch's server as the shared back-off reads it: no pause key is set, a
+    published pause is accepted and ignored (so only the driver's own hold can hold)."""
+
+    async def command(self, *args: Any) -> Any:
+        return -2  # PTTL of a missing key
+
+    async def script(self, name: str, keys: list[str], args: list[str]) -> Any:
+        return 1
+
+
+async def test_a_workers_driver_holds_from_the_first_429_of_a_provider_that_documents_shared_limits(
+    autojump_clock: Any,
+) -> None:
+    # A distributed worker wraps its client in the shared back-off, which shows no codec: the
+    # wrapper says what the wrapped client's API documents, so the worker's own driver holds
+    # every sender as a driver on the bare client does.
+    model, arrivals, refused = _scripted()
+    hosted = SimpleNamespace(
+        codec=SimpleNamespace(base_url="https://api.openai.com/v1"),
+        exchange=model.exchange,
+        aclose=model.aclose,
+    )
+    wrapped = SharedBackoff(hosted, _NoPauseSet(), "pause")  # type: ignore[arg-type]
+    assert documents_shared_limits(wrapped)
+    gateway = SimpleNamespace(codec=SimpleNamespace(base_url="https://gateway.example/v1"))
+    elsewhere = SharedBackoff(gateway, _NoPauseSet(), "pause")  # type: ignore[arg-type]
+    assert not documents_shared_limits(elsewhere)
+    async with (
+        open_driver(wrapped, max_inflight=SLOTS) as driver,
+        driver.stream(make_loop(i) for i in range(AGENTS)) as results,
+    ):
+        statuses = [r.status async for r in results]
+    assert statuses == ["ok"] * AGENTS
+    assert_nothing_sent_during_the_hold(arrivals, refused[0])
 
 
 async def test_a_429_whose_limits_no_successful_reply_published_holds_only_its_request(

@@ -42,7 +42,7 @@ from .._codecs.codec import says_schema_on_final
 from .._codecs.exchange import Exchange
 from .._core.error_policy import policy_of
 from .._core.events import CallModel, ModelFailed
-from .._driver.limit_scope import LimitScope
+from .._driver.limit_scope import LimitScope, documents_shared_limits
 from .._transports.model_client import ModelClient
 from .budget import FleetBudget
 from .connection import Connection, is_server_error
@@ -80,6 +80,12 @@ class SharedBackoff:
     def schema_on_final(self) -> bool:
         """The wrapped client's (its requests are its own)."""
         return says_schema_on_final(self._inner)
+
+    @property
+    def shared_limits_documented(self) -> bool:
+        """Whether the wrapped client's API documents its limits as shared: the worker's driver
+        then holds all of its senders from the first 429, as the fleet pauses."""
+        return documents_shared_limits(self._inner)
 
     async def exchange(self, call: CallModel) -> Exchange:
         """Reserve from the fleet's budget, wait out a published pause, make the attempt,

@@ -41,8 +41,12 @@ organisation's requests (OpenAI's and Anthropic's rate-limit guides)."""
 
 def documents_shared_limits(client: object) -> bool:
     """Whether ``client`` talks to an API whose provider documents shared limits: its codec's
-    ``base_url`` is on one of :data:`SHARED_LIMIT_HOSTS` (``False`` for a client that says
-    nothing of where it sends)."""
+    ``base_url`` is on one of :data:`SHARED_LIMIT_HOSTS`, or, for a wrapper that shows no
+    codec, its own ``shared_limits_documented`` says so for the client it wraps (``False`` for
+    a client that says nothing of where it sends)."""
+    said = getattr(client, "shared_limits_documented", None)
+    if isinstance(said, bool):
+        return said
     base_url = getattr(getattr(client, "codec", None), "base_url", None)
     return isinstance(base_url, str) and urlsplit(base_url).hostname in SHARED_LIMIT_HOSTS
 

@@ -159,32 +159,6 @@ class _NoPauseSet:
         return 1
 
 
-async def test_a_workers_driver_holds_from_the_first_429_of_a_provider_that_documents_shared_limits(
-    autojump_clock: Any,
-) -> None:
-    # A distributed worker wraps its client in the shared back-off, which shows no codec: the
-    # wrapper says what the wrapped client's API documents, so the worker's own driver holds
-    # every sender as a driver on the bare client does.
-    model, arrivals, refused = _scripted()
-    hosted = SimpleNamespace(
-        codec=SimpleNamespace(base_url="https://api.openai.com/v1"),
-        exchange=model.exchange,
-        aclose=model.aclose,
-    )
-    wrapped = SharedBackoff(hosted, _NoPauseSet(), "pause")  # type: ignore[arg-type]
-    assert documents_shared_limits(wrapped)
-    gateway = SimpleNamespace(codec=SimpleNamespace(base_url="https://gateway.example/v1"))
-    elsewhere = SharedBackoff(gateway, _NoPauseSet(), "pause")  # type: ignore[arg-type]
-    assert not documents_shared_limits(elsewhere)
-    async with (
-        open_driver(wrapped, max_inflight=SLOTS) as driver,
-        driver.stream(make_loop(i) for i in range(AGENTS)) as results,
-    ):
-        statuses = [r.status async for r in results]
-    assert statuses == ["ok"] * AGENTS
-    assert_nothing_sent_during_the_hold(arrivals, refused[0])
-
-
 async def test_a_429_whose_limits_no_successful_reply_published_holds_only_its_request(
     autojump_clock: Any,
 ) -> None:
@@ -232,17 +206,26 @@ async def test_a_429_whose_limits_no_successful_reply_published_holds_only_its_r
     assert (stats.rates.requests_per_minute, stats.rates.waits) == (None, 0)
 
 
+@pytest.mark.parametrize("client", ["bare", "worker"])
 async def test_a_provider_that_documents_shared_limits_holds_from_its_first_429(
-    autojump_clock: Any,
+    autojump_clock: Any, client: str
 ) -> None:
     # OpenAI's own API, before any reply published its limits: its quota is documented as
-    # shared, so its 429 holds everyone.
+    # shared, so its 429 holds everyone. A distributed worker wraps its client in the shared
+    # back-off, which shows no codec but says what the client it wraps sends to: the
+    # worker's own driver holds every sender too.
     model, arrivals, refused = _scripted()
-    hosted = SimpleNamespace(
+    hosted: Any = SimpleNamespace(
         codec=SimpleNamespace(base_url="https://api.openai.com/v1"),
         exchange=model.exchange,
         aclose=model.aclose,
     )
+    if client == "worker":
+        hosted = SharedBackoff(hosted, _NoPauseSet(), "pause")  # type: ignore[arg-type]
+        gateway = SimpleNamespace(codec=SimpleNamespace(base_url="https://gateway.example/v1"))
+        elsewhere = SharedBackoff(gateway, _NoPauseSet(), "pause")  # type: ignore[arg-type]
+        assert not documents_shared_limits(elsewhere)
+    assert documents_shared_limits(hosted)
     async with (
         open_driver(hosted, max_inflight=SLOTS) as driver,
         driver.stream(make_loop(i) for i in range(AGENTS)) as results,

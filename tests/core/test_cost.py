@@ -20,7 +20,8 @@ from agentcore._core.cost import (
     model_family,
     price_for,
 )
-from agentcore._core.messages import Usage
+from agentcore._core.events import ModelResponded
+from agentcore._core.messages import AssistantMessage, Usage
 
 PRICES = merge_prices(
     {
@@ -172,7 +173,10 @@ def test_cache_writes_are_priced_per_lifetime_above_the_input_price() -> None:
 
 def test_a_ledger_counts_cache_writes_apart() -> None:
     ledger = CostLedger(merge_prices(None))
-    ledger.add("claude-sonnet-4-5", "standard", Usage(11_000, 100, 1_000), writes=(10_000, 0))
+    reply = ModelResponded(
+        "r", AssistantMessage("ok"), Usage(11_000, 100, 1_000), cache_write_tokens=10_000
+    )
+    ledger.add("claude-sonnet-4-5", "standard", reply)
     report = ledger.report()
     assert report.tiers["standard"].cache_write_tokens == 10_000
     expected = (1_000 * 0.30 + 10_000 * 3.75 + 100 * 15.0) * 1e-6

@@ -416,20 +416,24 @@ class CostLedger:
         self,
         model: str,
         tier: PriceTier,
-        usage: Usage,
+        counted: ModelResponded | Usage,
         run: str | None = None,
         *,
         replayed: bool = False,
-        writes: tuple[int, int] = (0, 0),
     ) -> None:
         """Count one answered request of ``model`` billed on ``tier`` (of run ``run``).
 
         Args:
+            counted: the reply, counted with what it says it cost (its usage and its cache
+                writes), or a usage alone (no cache writes).
             replayed: an answer replayed from a journal, billed to an earlier run: counted in
                 the run's cost, apart in the report.
-            writes: of the prompt tokens, those written to the prompt cache, and of those the
-                ones written for an hour.
         """
+        if isinstance(counted, ModelResponded):
+            usage = counted.usage
+            writes = (counted.cache_write_tokens, counted.cache_write_1h_tokens)
+        else:
+            usage, writes = counted, (0, 0)
         key = (model, tier)
         counts = self._replayed if replayed else self._tokens
         counts[key] = _add_tokens(counts.get(key, TierTokens()), usage, writes)
@@ -446,19 +450,6 @@ class CostLedger:
         )
         while len(self._runs) > MAX_RUNS:
             self._runs.popitem(last=False)
-
-    def add_reply(
-        self,
-        model: str,
-        tier: PriceTier,
-        reply: ModelResponded,
-        run: str | None = None,
-        *,
-        replayed: bool = False,
-    ) -> None:
-        """:meth:`add` with what ``reply`` says it cost: its usage and its cache writes."""
-        writes = (reply.cache_write_tokens, reply.cache_write_1h_tokens)
-        self.add(model, tier, reply.usage, run, replayed=replayed, writes=writes)
 
     def flex_sent(self, refused: bool) -> None:
         """Count one attempt answered on flex; ``refused``: refused for capacity and sent on

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import time
 
+import attrs
+
 from .._codecs.serde import dumps, loads
 from .._core.config import idempotency_key
 from .._core.events import ModelResponded
@@ -36,37 +38,28 @@ from .records import AgentClock, decode_checkpoint, decode_memo, encode_checkpoi
 __all__ = ["ValkeyStep"]
 
 
+@attrs.define(eq=False)
 class ValkeyStep:
     """One step (``step``, delivered as ``entry_id``) of ``agent`` on the batch's server, as a
     step journal (module docstring). Used once: load, then the step's writes."""
 
-    def __init__(  # noqa: PLR0917 - private, made by the worker only
-        self,
-        conn: Connection,
-        keys: Keys,
-        agent: str,
-        entry_id: str,
-        step: int,
-        compare: bool,
-        audit: bool,
-    ) -> None:
-        self.conn = conn
-        self.keys = keys
-        self.agent = agent
-        self.entry_id = entry_id
-        self.step = step
-        self.compare = compare
-        self.audit = audit
-        self.version: int | None = None
-        """The agent's committed step number (``None``: the agent is not live)."""
-        self.input: str | None = None
-        """The agent's input as admitted (JSON text)."""
-        self.clock = AgentClock(time.time())
-        """The agent's time so far (from its checkpoint), carried into the next one."""
-        self.won: bool | None = None
-        """Whether the step's commit won the compare-and-set (``None``: not committed)."""
-        self.repeats = 0
-        """Tool outcomes found memoised by an earlier execution after this one ran the tool."""
+    conn: Connection
+    keys: Keys
+    agent: str
+    entry_id: str
+    step: int
+    compare: bool
+    audit: bool
+    version: int | None = attrs.field(default=None, init=False)
+    """The agent's committed step number (``None``: the agent is not live)."""
+    input: str | None = attrs.field(default=None, init=False)
+    """The agent's input as admitted (JSON text)."""
+    clock: AgentClock = attrs.field(factory=lambda: AgentClock(time.time()), init=False)
+    """The agent's time so far (from its checkpoint), carried into the next one."""
+    won: bool | None = attrs.field(default=None, init=False)
+    """Whether the step's commit won the compare-and-set (``None``: not committed)."""
+    repeats: int = attrs.field(default=0, init=False)
+    """Tool outcomes found memoised by an earlier execution after this one ran the tool."""
 
     async def load(self, run: str) -> Journaled:
         """The agent's checkpoint and the memos of the calls it owes (module docstring)."""

@@ -81,7 +81,7 @@ from .._tasks.fingerprint import task_fingerprint
 from .._tasks.results_file import ResultRecord
 from .._tasks.task import RenderError, Task, compile_job
 from .._transports.model_client import ModelClient
-from .address import GROUP, QueueAddress
+from .address import GROUP, Keys, QueueAddress
 from .backoff import SharedBackoff
 from .budget import FleetBudget
 from .connection import Connection, is_server_error, open_connection, retrying
@@ -192,48 +192,32 @@ def _entries(reply: Any) -> list[tuple[str, str, int]]:
     return [(entry_id, fields[1], int(fields[3])) for entry_id, fields in stream_entries(reply)]
 
 
+@attrs.define(eq=False)
 class _Worker:
-    def __init__(
-        self,
-        address: QueueAddress,
-        task: Task,
-        driver: Driver,
-        conn: Connection,
-        reader: Connection,
-        *,
-        concurrency: int,
-        lease: float,
-        max_deliveries: int,
-        block_ms: int,
-        exit_when_done: bool,
-        audit: bool,
-        compare: bool,
-        heartbeat: bool,
-        name: str,
-        budget: FleetBudget | None,
-    ) -> None:
-        self.address = address
-        self.budget = budget
-        self.keys = address.keys
-        self.task = task
-        self.driver = driver
-        self.conn = conn
-        self.reader = reader
-        self.concurrency = concurrency
-        self.lease = lease
-        self.max_deliveries = max_deliveries
-        self.block_ms = block_ms
-        self.exit_when_done = exit_when_done
-        self.audit = audit
-        self.compare = compare
-        self.heartbeat = heartbeat
-        self.name = name
-        self.stats = WorkerStatistics()
-        self._flushed = WorkerStatistics()
-        self._inflight: dict[str, trio.CancelScope] = {}
-        self._freed = trio.Event()
-        self._stopping = False
-        self._nursery: trio.Nursery | None = None
+    address: QueueAddress
+    task: Task
+    driver: Driver
+    conn: Connection
+    reader: Connection
+    concurrency: int = attrs.field(kw_only=True)
+    lease: float = attrs.field(kw_only=True)
+    max_deliveries: int = attrs.field(kw_only=True)
+    block_ms: int = attrs.field(kw_only=True)
+    exit_when_done: bool = attrs.field(kw_only=True)
+    audit: bool = attrs.field(kw_only=True)
+    compare: bool = attrs.field(kw_only=True)
+    heartbeat: bool = attrs.field(kw_only=True)
+    name: str = attrs.field(kw_only=True)
+    budget: FleetBudget | None = attrs.field(kw_only=True)
+    keys: Keys = attrs.field(
+        init=False, default=attrs.Factory(lambda self: self.address.keys, takes_self=True)
+    )
+    stats: WorkerStatistics = attrs.field(init=False, factory=WorkerStatistics)
+    _flushed: WorkerStatistics = attrs.field(init=False, factory=WorkerStatistics)
+    _inflight: dict[str, trio.CancelScope] = attrs.field(init=False, factory=dict)
+    _freed: trio.Event = attrs.field(init=False, factory=trio.Event)
+    _stopping: bool = attrs.field(init=False, default=False)
+    _nursery: trio.Nursery | None = attrs.field(init=False, default=None)
 
     # ------------------------------------------------------------------ main loop
 

@@ -397,7 +397,7 @@ class BatchModelClient:
         event = self.codec.decode(call.request_id, status, headers, body)
         if isinstance(event, ModelResponded) and self.ledger is not None:
             run = call.hints.session_id or None
-            self.ledger.add_reply(self.model, "batch", event, run, replayed=replayed)
+            self.ledger.add(self.model, "batch", event, run, replayed=replayed)
         return Exchange(event)
 
     def carry(self, run: str, replies: Iterable[ModelResponded]) -> None:
@@ -405,7 +405,7 @@ class BatchModelClient:
         and billed by the process before a resume), apart in the report as replayed."""
         if self.ledger is not None:
             for event in replies:
-                self.ledger.add_reply(self.model, "batch", event, run, replayed=True)
+                self.ledger.add(self.model, "batch", event, run, replayed=True)
 
     def _claim(self, item: _Item) -> bool:
         """Join the resumed hop holding ``item``'s body, if one does (a dead one answers it

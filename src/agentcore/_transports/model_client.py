@@ -135,6 +135,7 @@ def _failed(
     return Exchange(ModelFailed(call.request_id, error), ttft, rate)
 
 
+@attrs.define(eq=False)
 class HttpModelClient:
     """A :class:`ModelClient` over HTTP: ``codec`` builds and reads messages, ``transport``
     moves them.
@@ -146,18 +147,10 @@ class HttpModelClient:
         stream: request streamed replies (needed to measure time to first token).
     """
 
-    def __init__(
-        self,
-        codec: Codec,
-        transport: Transport,
-        *,
-        timeouts: Timeouts = _DEFAULT_TIMEOUTS,
-        stream: bool = False,
-    ) -> None:
-        self.codec = codec
-        self.transport = transport
-        self.timeouts = timeouts
-        self.stream = stream
+    codec: Codec
+    transport: Transport
+    timeouts: Timeouts = attrs.field(default=_DEFAULT_TIMEOUTS, kw_only=True)
+    stream: bool = attrs.field(default=False, kw_only=True)
 
     @property
     def schema_on_final(self) -> bool:

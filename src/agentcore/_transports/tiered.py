@@ -89,7 +89,7 @@ class TieredModelClient:
         on, else the policy's first; apart in the report as replayed."""
         for event in replies:
             billed = billed_tier(event.service_tier, self.policy.first)
-            self.ledger.add_reply(self.model, billed, event, run, replayed=True)
+            self.ledger.add(self.model, billed, event, run, replayed=True)
 
     @property
     def tier_unchecked(self) -> bool:
@@ -134,7 +134,7 @@ class TieredModelClient:
                         self._confirmed = True
                     billed = billed_tier(event.service_tier, tier)
                     run = call.hints.session_id or None
-                    self.ledger.add_reply(self.model, billed, event, run)
+                    self.ledger.add(self.model, billed, event, run)
                     return exchange
                 try:
                     following = self.policy.after(tier, event.error, self.model)

@@ -11,7 +11,9 @@ sit above every folder. Imports are read with ``ast``; nothing is imported.
 from __future__ import annotations
 
 import ast
+import io
 import pathlib
+import tokenize
 
 import pytest
 
@@ -159,3 +161,41 @@ def test_the_check_catches_imports_that_run_up_or_across(
     module: str, source: str, bad: list[str]
 ) -> None:
     assert crossings(module, imports_of(source, module, False)) == bad
+
+
+def _lines_of_code(source: str) -> int:
+    """Lines holding code: not blank, not comments, not docstrings (docs/decisions.md)."""
+    tree = ast.parse(source)
+    docs: set[int] = set()
+    for node in ast.walk(tree):
+        value = node.value if isinstance(node, ast.Expr) else None
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            docs.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    code: set[int] = set()
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type not in _NOT_CODE:
+            code.update(range(token.start[0], token.end[0] + 1))
+    return len(code - docs)
+
+
+_NOT_CODE = frozenset(
+    {
+        tokenize.COMMENT,
+        tokenize.NL,
+        tokenize.NEWLINE,
+        tokenize.INDENT,
+        tokenize.DEDENT,
+        tokenize.ENDMARKER,
+    }
+)
+
+
+def test_the_driver_layer_runs_runs_in_under_3000_lines_of_code() -> None:
+    # The backends layer assembles backends; _driver/ keeps running runs (docs/decisions.md,
+    # "Backends as typed values").
+    total = sum(
+        _lines_of_code(path.read_text(encoding="utf-8"))
+        for path in (PACKAGE_DIR / "_driver").glob("*.py")
+    )
+    assert total < 3000, total
+    assert _lines_of_code('"""Doc."""\n\n# a comment\nx = 1  # code\n') == 1

@@ -180,20 +180,32 @@ def _records(journal: Path) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in journal.read_bytes().splitlines()]
 
 
+async def _cancel_at_hop(journal: Path, hop: int, scope: trio.CancelScope) -> None:
+    """Cancel ``scope`` once hop ``hop`` is submitted (recorded in ``journal``)."""
+    while sum(r["t"] == "batch" for r in _records(journal)) < hop:
+        await trio.sleep(1)
+    scope.cancel()
+
+
+MINI_BATCH = {"input": 0.075, "output": 0.30}
+"""gpt-4o-mini in a batch, USD per million tokens (cached input billed as input)."""
+
+
+def _bill(batches: list[dict[str, Any]]) -> float:
+    """What the provider bills for ``batches`` of gpt-4o-mini (:data:`MINI_BATCH`)."""
+    usage = [b["usage"] for b in batches]
+    return sum(u["input_tokens"] * MINI_BATCH["input"] + u["output_tokens"] * MINI_BATCH["output"]
+               for u in usage) * 1e-6  # fmt: skip
+
+
 async def _die_in_hop(url: str, journal: Path, hop: int, count: int, **options: Any) -> None:
     """Run ``count`` agents until hop ``hop`` is submitted, then stop as a killed process
     stops: nothing cancelled at the provider."""
     client = _client(url, journal, gone=True, **options)
-
-    async def stop(scope: trio.CancelScope) -> None:
-        while sum(r["t"] == "batch" for r in _records(journal)) < hop:
-            await trio.sleep(1)
-        scope.cancel()
-
     try:
         with trio.CancelScope() as scope:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(stop, scope)
+                nursery.start_soon(_cancel_at_hop, journal, hop, scope)
                 await run_batch(_task(), _inputs(count), backend=client)
     finally:
         await client.aclose()
@@ -604,22 +616,15 @@ async def test_answers_replayed_after_a_resume_are_billed_once(
     autojump_clock: trio.testing.MockClock, tmp_path: Path
 ) -> None:
     journal = tmp_path / "journal.jsonl"
-    price = {"input": 0.075, "output": 0.30}  # gpt-4o-mini in a batch; cached input as input
     config = SimConfig(tool_rounds=1, batch_delay=HOUR)
     async with open_sim_server(config=config) as server:
         url = f"openai-batch://{_host(server.url)}"
         ledger = CostLedger(merge_prices(None))
         first = _client(url, journal, gone=True, model="gpt-4o-mini", ledger=ledger)
-
-        async def stop(scope: trio.CancelScope) -> None:
-            while sum(r["t"] == "batch" for r in _records(journal)) < 2:
-                await trio.sleep(1)
-            scope.cancel()
-
         try:
             with trio.CancelScope() as scope:
                 async with trio.open_nursery() as nursery:
-                    nursery.start_soon(stop, scope)
+                    nursery.start_soon(_cancel_at_hop, journal, 2, scope)
                     await run_batch(_task(), _inputs(5), backend=first)
         finally:
             await first.aclose()
@@ -635,10 +640,7 @@ async def test_answers_replayed_after_a_resume_are_billed_once(
     assert before.tiers["batch"].requests == 5  # the first hop's answers, in the first run
     assert after.replayed_requests == 5  # replayed to the same agents, billed before
     assert after.tiers["batch"].requests == 5  # the second hop's, in the second run
-    usage = [b["usage"] for b in batches]
-    bill = sum(u["input_tokens"] * price["input"] + u["output_tokens"] * price["output"]
-               for u in usage) * 1e-6  # fmt: skip
-    assert before.cost + after.cost == pytest.approx(bill, rel=1e-12)
+    assert before.cost + after.cost == pytest.approx(_bill(batches), rel=1e-12)
 
 
 async def test_replies_a_step_journal_restores_count_in_their_agents_costs(
@@ -649,19 +651,12 @@ async def test_replies_a_step_journal_restores_count_in_their_agents_costs(
     # asks for those answers again. Each agent's cost still holds every line it was billed
     # for, so the agents' costs add up to the provider's bill.
     journal, steps = tmp_path / "journal.jsonl", tmp_path / "steps.sqlite"
-    price = {"input": 0.075, "output": 0.30}  # gpt-4o-mini in a batch; cached input as input
     config = SimConfig(tool_rounds=2, batch_delay=HOUR)
     task = _task()
     async with open_sim_server(config=config) as server:
         url = f"openai-batch://{_host(server.url)}"
         first = _client(url, journal, gone=True, model="gpt-4o-mini",
                         ledger=CostLedger(merge_prices(None)))  # fmt: skip
-
-        async def stop(scope: trio.CancelScope) -> None:
-            while sum(r["t"] == "batch" for r in _records(journal)) < 3:
-                await trio.sleep(1)
-            scope.cancel()
-
         try:
             with trio.CancelScope() as scope:
                 async with (
@@ -669,7 +664,7 @@ async def test_replies_a_step_journal_restores_count_in_their_agents_costs(
                                       threads=False) as sj,
                     trio.open_nursery() as nursery,
                 ):  # fmt: skip
-                    nursery.start_soon(stop, scope)
+                    nursery.start_soon(_cancel_at_hop, journal, 3, scope)
                     await run_batch(task, _inputs(5), backend=first, step_journal=sj)
         finally:
             await first.aclose()
@@ -689,10 +684,8 @@ async def test_replies_a_step_journal_restores_count_in_their_agents_costs(
     assert len(restored) == 5  # every agent had journaled steps
     assert report.replayed_requests == 10  # two replies each, restored, not asked again
     assert report.tiers["batch"].requests == 5  # the third hop's, answered to this run
-    usage = [b["usage"] for b in batches]
     assert sum(b["request_counts"]["completed"] for b in batches) == 15
-    bill = sum(u["input_tokens"] * price["input"] + u["output_tokens"] * price["output"]
-               for u in usage) * 1e-6  # fmt: skip
+    bill = _bill(batches)
     assert all(c is not None and c.requests == {"batch": 3} for c in costs)
     total = sum(c.usd for c in costs if c is not None and c.usd is not None)
     assert total == pytest.approx(bill, rel=1e-12)

@@ -401,16 +401,13 @@ def journaled_alignment(
     """
     try:
         kept = orjson.loads(record)
-    except orjson.JSONDecodeError:
-        kept = ...
-    if kept is None:
-        return task, None
-    try:
-        found = PrefixAlignment(**kept, journaled=True) if isinstance(kept, dict) else None
-    except TypeError:
-        found = None
-    if found is None or not isinstance(found.padding, str) or found.padding.strip():
-        raise ValueError(f"not a prefix alignment: {record[:200]!r}")
+        if kept is None:
+            return task, None
+        found = PrefixAlignment(**kept, journaled=True)  # TypeError: not its fields
+        if not isinstance(found.padding, str) or found.padding.strip():
+            raise TypeError("the padding is not whitespace")
+    except (orjson.JSONDecodeError, TypeError):
+        raise ValueError(f"not a prefix alignment: {record[:200]!r}") from None
     if found.padding and task.system:
         task = attrs.evolve(task, system=task.system + found.padding)
     return task, found
